@@ -1,0 +1,120 @@
+"""The package's one exception tree.
+
+Every error the package raises on purpose derives from :class:`CorrectiveRAGError`, so a caller
+can catch everything of ours with one ``except`` and still tell the kinds apart::
+
+    CorrectiveRAGError
+    ├── ConfigError            bad constructor or call arguments (also a ValueError)
+    ├── InputError             bad user data: queries, documents, files, JSONL lines (also a ValueError)
+    ├── StoreError             the hybrid store failed or is inconsistent
+    │   ├── DuplicateIdError       ids repeated within one write call
+    │   ├── StoreConsistencyError  BM25 and dense sides disagree and could not be repaired
+    │   └── StoreLockedError       another writer holds a persistent store
+    ├── LLMError               an OpenAI-compatible endpoint failed
+    │   ├── LLMTransportError      no usable HTTP exchange (connection refused, reset, ...)
+    │   │   └── LLMTimeoutError        connect or read timeout
+    │   └── LLMResponseError       the server answered with an error status or an unusable body
+    └── VerdictParseError      a model's reply could not be read as a verdict (keeps the raw text)
+
+Hitting a cap (iterations, budget) is not an error: it is a ``StopReason`` on the result.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "CorrectiveRAGError",
+    "DuplicateIdError",
+    "InputError",
+    "LLMError",
+    "LLMResponseError",
+    "LLMTimeoutError",
+    "LLMTransportError",
+    "StoreConsistencyError",
+    "StoreError",
+    "StoreLockedError",
+    "VerdictParseError",
+]
+
+_BODY_LIMIT = 500  # enough to show a server's error message, short enough for a log line
+
+
+def shorten(text: str, limit: int = _BODY_LIMIT) -> str:
+    """Return ``text`` cut to ``limit`` characters, marking the cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+class CorrectiveRAGError(Exception):
+    """Base of every error raised on purpose by corrective_rag."""
+
+
+class ConfigError(CorrectiveRAGError, ValueError):
+    """An argument or setting is out of range or inconsistent."""
+
+
+class InputError(CorrectiveRAGError, ValueError):
+    """User data (a query, a document, a file, a JSONL line) cannot be used."""
+
+
+class StoreError(CorrectiveRAGError):
+    """The hybrid store could not complete an operation."""
+
+
+class DuplicateIdError(StoreError, InputError):
+    """The same document id appears more than once in one write call."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = sorted(set(ids))
+        shown = ", ".join(repr(i) for i in self.ids[:10])
+        more = f" and {len(self.ids) - 10} more" if len(self.ids) > 10 else ""
+        super().__init__(f"duplicate document ids in one call: {shown}{more}")
+
+
+class StoreConsistencyError(StoreError):
+    """The BM25 and dense sides of a store disagree and were not repaired."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the write lock of a persistent store."""
+
+
+class LLMError(CorrectiveRAGError):
+    """An LLM endpoint could not give a usable answer."""
+
+
+class LLMTransportError(LLMError):
+    """The HTTP exchange itself failed (connection refused, reset, broken body)."""
+
+
+class LLMTimeoutError(LLMTransportError):
+    """The endpoint did not connect or answer within the timeout."""
+
+
+class LLMResponseError(LLMError):
+    """The endpoint answered with an error status or a body we cannot use.
+
+    Attributes:
+        status: HTTP status code, or ``None`` when the status was fine but the body was not.
+        body: the response body, shortened; never contains request headers or keys.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        self.status = status
+        self.body = shorten(body)
+        detail = f" (HTTP {status})" if status is not None else ""
+        suffix = f": {self.body}" if self.body else ""
+        super().__init__(f"{message}{detail}{suffix}")
+
+
+class VerdictParseError(CorrectiveRAGError):
+    """A model reply could not be parsed into verdicts.
+
+    Attributes:
+        raw: the reply text as received (shortened).
+    """
+
+    def __init__(self, message: str, *, raw: str = "") -> None:
+        self.raw = shorten(raw, 2000)
+        super().__init__(message)

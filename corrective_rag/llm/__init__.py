@@ -1,0 +1,1 @@
+"""OpenAI-compatible chat client, token counting, JSON parsing and prompts."""

@@ -1,0 +1,79 @@
+"""The seams of the loop: small protocols with one verb each.
+
+Backends are injected objects that satisfy these structurally; nothing is looked up by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from corrective_rag.types import Answer, Document, Evaluation, Hit, Rewrite, RewriteRequest
+
+__all__ = [
+    "Embedder",
+    "Evaluator",
+    "Generator",
+    "Retriever",
+    "Rewriter",
+    "TokenCounter",
+]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Finds documents for a query, best first."""
+
+    def retrieve(
+        self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        """Return at most ``top_k`` hits, ranked 1..n, optionally filtered on metadata."""
+        ...
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Judges documents against the user's original question."""
+
+    def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
+        """Return one verdict per document, in the order given (ungraded where it failed)."""
+        ...
+
+
+@runtime_checkable
+class Rewriter(Protocol):
+    """Proposes the next query from the question, the queries tried and the evaluator's feedback."""
+
+    def rewrite(self, request: RewriteRequest) -> Rewrite:
+        """Return a new query, or ``Rewrite(query=None, rejected=...)`` when none is acceptable."""
+        ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Writes an answer from kept documents."""
+
+    def generate(self, question: str, documents: Sequence[Document]) -> Answer:
+        """Answer ``question`` from ``documents`` only, citing their ids, or abstain."""
+        ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way a model's tokenizer does."""
+
+    def count(self, text: str) -> int:
+        """Return the number of tokens in ``text``."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors."""
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Return an array of shape ``(len(texts), dimension)``, each row L2-normalised."""
+        ...

@@ -1,0 +1,1 @@
+"""Rewriters (LLM and local) that propose the next query from the evaluator's feedback."""

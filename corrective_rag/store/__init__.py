@@ -1,0 +1,1 @@
+"""The hybrid store: BM25 and dense legs over the same documents, fused."""

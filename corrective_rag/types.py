@@ -1,0 +1,381 @@
+"""Frozen values that flow through the loop: documents, hits, verdicts, usage, records, results.
+
+Everything here is immutable (``frozen=True, slots=True``) and holds only JSON-friendly fields
+(str, int, float, bool, None, enums of str, tuples and mappings of those), so that
+:mod:`corrective_rag.history` can round-trip a whole run through JSON without loss.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from corrective_rag.errors import InputError
+
+__all__ = [
+    "Answer",
+    "CragAction",
+    "Document",
+    "Evaluation",
+    "FallbackMode",
+    "Hit",
+    "IterationRecord",
+    "Judged",
+    "KeptDocument",
+    "LegScore",
+    "PhaseUsage",
+    "Relevance",
+    "Retrieved",
+    "Rewrite",
+    "RewriteRequest",
+    "RunResult",
+    "StopReason",
+    "Strip",
+    "Usage",
+    "Verdict",
+]
+
+MAX_ID_LENGTH = 512  # chromadb accepts longer ids, but ids are shown in tables and logs
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A unit of retrievable text.
+
+    Attributes:
+        id: unique, non-empty, at most 512 characters, no NUL and no control characters.
+        text: non-empty, not only whitespace, no NUL characters.
+        metadata: flat mapping of str to str / int / float / bool (what chromadb can filter on).
+    """
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise InputError(f"document id must be a non-empty string, got {self.id!r}")
+        if len(self.id) > MAX_ID_LENGTH:
+            raise InputError(f"document id longer than {MAX_ID_LENGTH} characters: {self.id[:40]!r}...")
+        if any(ord(c) < 32 for c in self.id):
+            raise InputError(f"document id contains control characters: {self.id!r}")
+        if not isinstance(self.text, str):
+            raise InputError(
+                f"document {self.id!r}: text must be a string, got {type(self.text).__name__}"
+            )
+        if not self.text.strip():
+            raise InputError(f"document {self.id!r}: text is empty or only whitespace")
+        if "\x00" in self.text:
+            raise InputError(f"document {self.id!r}: text contains NUL characters")
+        meta = self.metadata if self.metadata is not None else {}
+        if not isinstance(meta, Mapping):
+            raise InputError(f"document {self.id!r}: metadata must be a mapping")
+        for key, value in meta.items():
+            if not isinstance(key, str) or not key:
+                raise InputError(f"document {self.id!r}: metadata keys must be non-empty strings")
+            if not isinstance(value, str | int | float | bool):
+                raise InputError(
+                    f"document {self.id!r}: metadata {key!r} must be str, int, float or bool, "
+                    f"got {type(value).__name__}"
+                )
+        object.__setattr__(self, "metadata", _frozen_mapping(meta))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.text))
+
+
+@dataclass(frozen=True, slots=True)
+class LegScore:
+    """Where one retrieval leg placed a document: ``leg`` is e.g. ``"bm25"`` or ``"dense"``."""
+
+    leg: str
+    rank: int  # 1-based
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A retrieved document with its fused score and rank and each leg's own rank and score."""
+
+    document: Document
+    score: float
+    rank: int  # 1-based, after fusion
+    legs: tuple[LegScore, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    """A hit as recorded in the history: the document id without its text."""
+
+    document_id: str
+    score: float
+    rank: int
+    legs: tuple[LegScore, ...] = ()
+
+    @classmethod
+    def from_hit(cls, hit: Hit) -> Retrieved:
+        """Drop the document text from a hit, keeping ranks and scores."""
+        return cls(hit.document.id, hit.score, hit.rank, hit.legs)
+
+
+class Relevance(str, enum.Enum):
+    """Relevance label on the evaluator's one scale."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """An evaluator's judgement of one document against the original question.
+
+    A verdict is either *graded* (``relevant``, ``label``, ``score`` and ``confidence`` set) or
+    *ungraded* (all four ``None``, ``error`` says why, ``raw`` keeps what the model said). An
+    ungraded verdict is never counted as relevant nor as irrelevant.
+    """
+
+    document_id: str
+    relevant: bool | None
+    label: Relevance | None
+    score: float | None  # 0..1
+    confidence: float | None  # 0..1
+    reasoning: str = ""
+    missing: str | None = None
+    error: str | None = None
+    raw: str | None = None
+
+    def __post_init__(self) -> None:
+        graded = (self.relevant, self.label, self.score, self.confidence)
+        if any(v is None for v in graded) and any(v is not None for v in graded):
+            raise InputError(
+                f"verdict for {self.document_id!r}: relevant, label, score and confidence "
+                "must be all set (graded) or all None (ungraded)"
+            )
+        for name in ("score", "confidence"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise InputError(f"verdict for {self.document_id!r}: {name} {value} not in 0..1")
+        if self.relevant is None and not self.error:
+            raise InputError(f"ungraded verdict for {self.document_id!r} needs an error message")
+
+    @property
+    def graded(self) -> bool:
+        """True when the evaluator produced a usable judgement."""
+        return self.relevant is not None
+
+    @classmethod
+    def ungraded(cls, document_id: str, error: str, raw: str | None = None) -> Verdict:
+        """Build the explicit 'could not grade' verdict."""
+        return cls(document_id, None, None, None, None, error=error, raw=raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """LLM usage of one call or a sum of calls."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_seconds: float = 0.0  # summed over calls (not wall time when calls overlap)
+    failed_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            self.llm_calls + other.llm_calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cost_usd + other.cost_usd,
+            self.latency_seconds + other.latency_seconds,
+            self.failed_calls + other.failed_calls,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseUsage:
+    """Usage split by the phase that spent it."""
+
+    grading: Usage = Usage()
+    rewriting: Usage = Usage()
+    generation: Usage = Usage()
+    refinement: Usage = Usage()
+
+    @property
+    def total(self) -> Usage:
+        """All phases summed."""
+        return self.grading + self.rewriting + self.generation + self.refinement
+
+    def __add__(self, other: PhaseUsage) -> PhaseUsage:
+        if not isinstance(other, PhaseUsage):
+            return NotImplemented
+        return PhaseUsage(
+            self.grading + other.grading,
+            self.rewriting + other.rewriting,
+            self.generation + other.generation,
+            self.refinement + other.refinement,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What an evaluator returns: one verdict per document sent, in the same order, and usage."""
+
+    verdicts: tuple[Verdict, ...]
+    usage: Usage = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A document together with its verdict."""
+
+    document: Document
+    verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteRequest:
+    """What a rewriter gets: the original question, every query tried so far and the feedback."""
+
+    question: str
+    tried_queries: tuple[str, ...]
+    judged: tuple[Judged, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A rewriter's answer.
+
+    ``query`` is ``None`` when no acceptable rewrite was made; ``rejected`` then says why (for
+    example the drift guard refused a candidate, which is kept in ``candidate``).
+    """
+
+    query: str | None
+    rationale: str = ""
+    rejected: str | None = None
+    candidate: str | None = None
+    usage: Usage = Usage()
+
+
+class CragAction(str, enum.Enum):
+    """CRAG's per-iteration decision from the verdict scores (Yan et al. 2024)."""
+
+    CORRECT = "correct"
+    AMBIGUOUS = "ambiguous"
+    INCORRECT = "incorrect"
+
+
+class FallbackMode(str, enum.Enum):
+    """How the fallback source was used in an iteration."""
+
+    SUPPLEMENTED = "supplemented"
+    REPLACED = "replaced"
+
+
+class StopReason(str, enum.Enum):
+    """Why a run ended; reaching a cap is a stop reason, never an exception."""
+
+    ENOUGH_RELEVANT = "enough_relevant"
+    ITERATION_CAP = "iteration_cap"
+    NO_PROGRESS = "no_progress"
+    REWRITE_FAILED = "rewrite_failed"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+
+@dataclass(frozen=True, slots=True)
+class Strip:
+    """A refined piece of a kept document (CRAG decompose-then-recompose)."""
+
+    document_id: str
+    start: int  # character offsets into the document text
+    end: int
+    text: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class KeptDocument:
+    """A document kept as relevant, with the verdict that kept it and where it was found."""
+
+    document: Document
+    verdict: Verdict
+    iteration: int  # 1-based iteration that first retrieved it
+    rank: int  # fused rank in that iteration
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A generated answer and its grounding check."""
+
+    text: str
+    cited_ids: tuple[str, ...] = ()
+    abstained: bool = False
+    supported: bool | None = None  # None: no support check was run
+    regenerated: bool = False
+    usage: Usage = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class IterationRecord:
+    """Everything that happened in one iteration of the loop."""
+
+    index: int  # 1-based
+    query: str  # the query this iteration used (the original question in iteration 1)
+    searched: tuple[str, ...]  # every query string actually sent to the retriever
+    retrieved: tuple[Retrieved, ...]
+    skipped_ids: tuple[str, ...]  # retrieved but already judged in an earlier iteration
+    verdicts: tuple[Verdict, ...]
+    kept_ids: tuple[str, ...]
+    dropped_ids: tuple[str, ...]
+    ungraded_ids: tuple[str, ...]
+    action: CragAction | None
+    fallback: FallbackMode | None
+    rewrite: Rewrite | None  # the rewrite made at the end of this iteration, if any
+    usage: PhaseUsage
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The frozen outcome of ``CorrectiveRAGOrchestrator.run``."""
+
+    run_id: str
+    question: str
+    final_query: str
+    kept: tuple[KeptDocument, ...]
+    stop_reason: StopReason
+    stop_detail: str
+    history: tuple[IterationRecord, ...]
+    usage: PhaseUsage
+    seconds: float
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    answer: Answer | None = None
+    strips: tuple[Strip, ...] = ()
+    started_at: str = ""  # ISO 8601, UTC
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", _frozen_mapping(self.policy))
+
+    @property
+    def iterations(self) -> int:
+        """Number of iterations run."""
+        return len(self.history)
+
+    @property
+    def kept_ids(self) -> tuple[str, ...]:
+        """Ids of the kept documents, best first."""
+        return tuple(k.document.id for k in self.kept)
