@@ -1,4 +1,4 @@
-"""corrective_rag: retrieval-augmented generation that checks its documents and corrects its queries.
+"""corrective_rag: RAG that checks its documents and corrects its own queries.
 
 The loop: retrieve (hybrid BM25 + dense) -> evaluate (JSON verdicts) -> filter -> rewrite -> repeat,
 with every iteration recorded in the result's history.

@@ -5,7 +5,7 @@ can catch everything of ours with one ``except`` and still tell the kinds apart:
 
     CorrectiveRAGError
     ├── ConfigError            bad constructor or call arguments (also a ValueError)
-    ├── InputError             bad user data: queries, documents, files, JSONL lines (also a ValueError)
+    ├── InputError             bad user data: queries, documents, files, JSONL (also a ValueError)
     ├── StoreError             the hybrid store failed or is inconsistent
     │   ├── DuplicateIdError       ids repeated within one write call
     │   ├── StoreConsistencyError  BM25 and dense sides disagree and could not be repaired

@@ -11,9 +11,18 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.types import Answer, Document, Evaluation, Hit, Rewrite, RewriteRequest
+from corrective_rag.types import (
+    Answer,
+    ChatReply,
+    Document,
+    Evaluation,
+    Hit,
+    Rewrite,
+    RewriteRequest,
+)
 
 __all__ = [
+    "ChatModel",
     "Embedder",
     "Evaluator",
     "Generator",
@@ -76,4 +85,25 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Return an array of shape ``(len(texts), dimension)``, each row L2-normalised."""
+        ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """An OpenAI-compatible chat model."""
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        """Return the assistant's reply to ``messages``.
+
+        With ``json_schema`` the model is asked for JSON matching it (``response_format``
+        ``json_schema``, falling back to ``json_object``, then to the instructions alone); the
+        reply text is returned as-is, for the caller to parse.
+        """
         ...

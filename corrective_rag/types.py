@@ -17,6 +17,7 @@ from corrective_rag.errors import InputError
 
 __all__ = [
     "Answer",
+    "ChatReply",
     "CragAction",
     "Document",
     "Evaluation",
@@ -63,7 +64,9 @@ class Document:
         if not isinstance(self.id, str) or not self.id.strip():
             raise InputError(f"document id must be a non-empty string, got {self.id!r}")
         if len(self.id) > MAX_ID_LENGTH:
-            raise InputError(f"document id longer than {MAX_ID_LENGTH} characters: {self.id[:40]!r}...")
+            raise InputError(
+                f"document id longer than {MAX_ID_LENGTH} characters: {self.id[:40]!r}..."
+            )
         if any(ord(c) < 32 for c in self.id):
             raise InputError(f"document id contains control characters: {self.id!r}")
         if not isinstance(self.text, str):
@@ -204,6 +207,16 @@ class Usage:
             self.latency_seconds + other.latency_seconds,
             self.failed_calls + other.failed_calls,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """One chat completion: the assistant's text, the model that answered, and the call's usage."""
+
+    text: str
+    model: str = ""
+    usage: Usage = Usage()
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

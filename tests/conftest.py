@@ -10,9 +10,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-import pytest  # noqa: E402
+import pytest
 
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder  # noqa: E402
+from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 
 
 @pytest.fixture(scope="session")

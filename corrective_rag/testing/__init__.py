@@ -1,0 +1,1 @@
+"""Public test helpers for users' own tests: scripted components and a scripted LLM server."""

@@ -1,0 +1,181 @@
+r"""Plain-text helpers shared by BM25, the drift guard and the local components.
+
+The tokenizer is deliberately simple and documented, so BM25 scores can be reproduced with
+``rank_bm25`` over the same tokens: lower-case, Unicode word characters (``\\w+``), English stop
+words removed, and a light plural/suffix folding (``s``, ``es``, ``ies``) so that "parsers" and
+"parser" meet.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STOPWORDS", "content_terms", "tokenize"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+# A compact English stop list (articles, pronouns, auxiliaries, prepositions, question words):
+# words that carry no topic, whose BM25 weight is noise and whose overlap proves no relevance.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "s",
+        "t",
+        "d",
+        "ll",
+        "m",
+        "o",
+        "re",
+        "ve",
+        "y",
+    ]
+)
+
+
+def _fold(word: str) -> str:
+    """Fold common English plural endings; keep short words and numbers as they are."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    r"""Split ``text`` into BM25 tokens: lower-cased ``\\w+`` words, stop words dropped, folded."""
+    return [_fold(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+def content_terms(text: str) -> frozenset[str]:
+    """The set of content tokens of ``text`` (what the drift guard and overlap checks compare)."""
+    return frozenset(tokenize(text))
