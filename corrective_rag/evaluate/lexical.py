@@ -1,0 +1,124 @@
+"""Lexical evidence for the local evaluator and rewriter: sentences, term weights, coverage, names.
+
+Pure functions over strings; no model, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from corrective_rag.errors import ConfigError
+from corrective_rag.text import STOPWORDS, tokenize
+
+__all__ = [
+    "Coverage",
+    "check_idf",
+    "coverage",
+    "name_phrases",
+    "split_sentences",
+    "term_weights",
+]
+
+# A sentence ends at . ! or ? followed by space and an upper-case letter, digit or quote; this
+# keeps "U.S. Navy" and "3.5 m" mostly whole, which is all the sentence features need.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+_MIN_SENTENCE_CHARS = 20  # shorter fragments ("Fig. 3.") carry no evidence of their own
+# A part ending in a short capitalised word or an initial ("St.", "Dr.", "J.", "U.S.") was most
+# likely cut at an abbreviation, not at the end of a sentence.
+_ABBREVIATION_END = re.compile(r"(?:\b[A-Z][a-z]{0,2}|(?:[A-Z]\.)+[A-Z])\.$")
+
+# Floor for a term's weight: BM25 idf is near zero (or negative) for terms in most documents;
+# such a term still counts a little, so coverage stays defined for questions made only of them.
+MIN_TERM_WEIGHT = 0.1
+
+# A name is a run of capitalised words, optionally joined by these lower-case connectors
+# ("Bank of America", "Charles de Gaulle"); "and" is left out because lists of names
+# ("Temple and Archer") are more common than names containing it.
+_CONNECTORS = frozenset(["of", "the", "de", "da", "di", "du", "van", "von", "la", "le"])
+_WORD_OR_PUNCT = re.compile(r"[\w'&.-]+|[^\w\s]", re.UNICODE)
+
+
+def split_sentences(text: str, *, limit: int = 20) -> list[str]:
+    """Split ``text`` into at most ``limit`` sentences, merging fragments that are too short."""
+    parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+    merged: list[str] = []
+    for part in parts:
+        if merged and (
+            len(merged[-1]) < _MIN_SENTENCE_CHARS or _ABBREVIATION_END.search(merged[-1])
+        ):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return merged[:limit]
+
+
+def check_idf(idf: object) -> Callable[[str], float] | None:
+    """Return ``idf`` if it is ``None`` or callable; raise ``ConfigError`` otherwise."""
+    if idf is not None and not callable(idf):
+        raise ConfigError("idf must be a callable term -> float")
+    return idf
+
+
+def term_weights(
+    terms: Iterable[str], idf: Callable[[str], float] | None = None
+) -> dict[str, float]:
+    """Weight each term by ``idf`` (floored at ``MIN_TERM_WEIGHT``), or 1.0 each without one."""
+    if idf is None:
+        return dict.fromkeys(terms, 1.0)
+    return {t: max(float(idf(t)), MIN_TERM_WEIGHT) for t in terms}
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """How much of a question's weighted content terms a text contains."""
+
+    share: float  # weighted share of the question's terms found, 0..1
+    matched: tuple[str, ...]  # heaviest first
+    missing: tuple[str, ...]  # heaviest first
+
+
+def coverage(weights: Mapping[str, float], text_terms: Iterable[str]) -> Coverage:
+    """Weighted share of the terms in ``weights`` that occur in ``text_terms``."""
+    present = set(text_terms)
+    order = sorted(weights, key=lambda t: (-weights[t], t))
+    matched = tuple(t for t in order if t in present)
+    missing = tuple(t for t in order if t not in present)
+    total = sum(weights.values())
+    share = sum(weights[t] for t in matched) / total if total > 0 else 0.0
+    return Coverage(min(max(share, 0.0), 1.0), matched, missing)
+
+
+def name_phrases(text: str) -> list[str]:
+    """Capitalised phrases (likely named entities) in ``text``, in order of first appearance.
+
+    A phrase is a run of capitalised words, possibly joined by a connector word; a single
+    capitalised stop word ("The", "In") is not a phrase, and phrases lose leading and trailing
+    connectors.
+    """
+    phrases: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        while run and run[-1].lower() in _CONNECTORS:
+            run.pop()
+        while run and run[0].lower() in STOPWORDS | _CONNECTORS:
+            run.pop(0)
+        if run and tokenize(" ".join(run)):
+            phrase = " ".join(run).strip(".")
+            if phrase and phrase not in phrases:
+                phrases.append(phrase)
+        run.clear()
+
+    for word in _WORD_OR_PUNCT.findall(text):
+        if word[0].isupper() or (word[0].isdigit() and run):
+            run.append(word)
+            if word.endswith(".") and not re.fullmatch(r"(?:[A-Z]\.)+", word):
+                flush()  # a capitalised word ending a sentence ends the phrase too
+        elif run and word.lower() in _CONNECTORS:
+            run.append(word)
+        else:
+            flush()
+    flush()
+    return phrases

@@ -1,0 +1,252 @@
+"""A local relevance judge with no LLM: embeddings plus lexical evidence, combined logistically.
+
+No cross-encoder weights can be had offline, so the judge combines what the package already has:
+
+* ``dense``: cosine of the question and the whole document (the retrieval model);
+* ``sentence``: the best cosine of the question and one of the document's sentences, which finds
+  a relevant sentence inside a long, mostly off-topic document;
+* ``coverage``: the idf-weighted share of the question's content terms the document contains;
+* ``linked``: the document's title is named in another document of the same batch that is itself
+  strongly on topic; this is how a multi-hop question's second paragraph (about a bridge entity
+  the question never names) earns credit.
+
+``score = sigmoid(bias + w . features)``; a document is relevant when ``score >= threshold``.
+Everything is embedded in one batched call per :meth:`LocalEvaluator.evaluate`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import structlog
+
+from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.evaluate.lexical import check_idf, coverage, split_sentences, term_weights
+from corrective_rag.protocols import Embedder
+from corrective_rag.text import content_terms, tokenize
+from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
+
+__all__ = ["DEFAULT_WEIGHTS", "LocalEvaluator", "LocalFeatures", "LocalWeights", "title_links"]
+
+log = structlog.get_logger(__name__)
+
+_QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFeatures:
+    """The evidence the local evaluator found for one document."""
+
+    dense: float  # cosine(question, document)
+    sentence: float  # max cosine(question, sentence)
+    coverage: float  # idf-weighted share of question terms in the document, 0..1
+    linked: float  # strongest direct evidence of a batch document naming this one's title
+    best_sentence: str
+    matched: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    def vector(self) -> tuple[float, float, float, float]:
+        """The numeric features in the order of :class:`LocalWeights`."""
+        return (self.dense, self.sentence, self.coverage, self.linked)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalWeights:
+    """Logistic weights over :class:`LocalFeatures` and the decision threshold on the score."""
+
+    bias: float
+    dense: float
+    sentence: float
+    coverage: float
+    linked: float
+    threshold: float = 0.5
+
+    def score(self, features: LocalFeatures) -> float:
+        """The logistic score of ``features``, 0..1."""
+        z = self.bias + sum(
+            w * x
+            for w, x in zip(
+                (self.dense, self.sentence, self.coverage, self.linked),
+                features.vector(),
+                strict=True,
+            )
+        )
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+# Fitted by `python benchmarks/calibrate_local.py --fit ../shared/data/hotpotqa-dev500-distractor
+# ../shared/data/classic-cisi ../shared/data/classic-cranfield ../shared/data/classic-cacm`:
+# logistic regression on the top-10 hybrid hits of every query of the four collections pooled
+# (each collection weighted equally), threshold chosen for the best mean F1 over collections.
+DEFAULT_WEIGHTS = LocalWeights(
+    bias=-8.0, dense=6.0, sentence=6.0, coverage=3.0, linked=3.0, threshold=0.5
+)
+
+
+class LocalEvaluator:
+    """Judges documents locally (zero LLM calls) from embeddings and lexical evidence.
+
+    Args:
+        embedder: anything with ``embed(texts) -> unit vectors``; ``None`` uses the default
+            offline :class:`~corrective_rag.store.embeddings.SentenceTransformerEmbedder`,
+            created lazily on first use.
+        idf: optional ``term -> idf`` (for example the hybrid store's ``idf``) that weights the
+            question's content terms; without it every term weighs the same.
+        weights: the logistic combination and threshold (calibrated defaults).
+        max_sentences: sentences per document compared with the question.
+        link_titles: credit a document whose title another on-topic document of the batch names.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        idf: Callable[[str], float] | None = None,
+        weights: LocalWeights = DEFAULT_WEIGHTS,
+        max_sentences: int = 20,
+        link_titles: bool = True,
+    ) -> None:
+        if embedder is not None and not callable(getattr(embedder, "embed", None)):
+            raise ConfigError("embedder must have an embed(texts) method")
+        if not isinstance(weights, LocalWeights):
+            raise ConfigError("weights must be a LocalWeights")
+        if not 0.0 < weights.threshold < 1.0:
+            raise ConfigError(f"threshold must be in (0, 1), got {weights.threshold}")
+        if max_sentences < 1:
+            raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
+        self._embedder = embedder
+        self.idf = check_idf(idf)
+        self.weights = weights
+        self.max_sentences = max_sentences
+        self.link_titles = link_titles
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, creating the default one on first use."""
+        if self._embedder is None:
+            from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+
+            self._embedder = SentenceTransformerEmbedder()
+        return self._embedder
+
+    def features(self, question: str, documents: Sequence[Document]) -> list[LocalFeatures]:
+        """Compute the evidence for each document (one batched embedding call)."""
+        _check(question, documents)
+        if not documents:
+            return []
+        sentences = [
+            split_sentences(d.text, limit=self.max_sentences) or [d.text] for d in documents
+        ]
+        texts = [question, *(d.text for d in documents), *(s for ss in sentences for s in ss)]
+        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        q = vectors[0]
+        dense = vectors[1 : 1 + len(documents)] @ q
+        sentence_cos = vectors[1 + len(documents) :] @ q
+        weights = term_weights(content_terms(question), self.idf)
+        found = []
+        start = 0
+        for doc, doc_sentences, doc_dense in zip(documents, sentences, dense, strict=True):
+            cosines = sentence_cos[start : start + len(doc_sentences)]
+            start += len(doc_sentences)
+            best = int(np.argmax(cosines))
+            cov = coverage(weights, tokenize(doc.text))
+            found.append((doc, float(doc_dense), float(cosines[best]), doc_sentences[best], cov))
+        direct = [
+            LocalFeatures(dense, sent, cov.share, 0.0, best, cov.matched, cov.missing)
+            for _, dense, sent, best, cov in found
+        ]
+        if not self.link_titles:
+            return direct
+        return _link(documents, direct, self.weights)
+
+    def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
+        """Return one graded verdict per document, in order; usage is always zero LLM calls."""
+        features = self.features(question, documents)
+        verdicts = tuple(
+            self._verdict(doc, feat) for doc, feat in zip(documents, features, strict=True)
+        )
+        log.debug(
+            "local_evaluation",
+            documents=len(documents),
+            relevant=sum(bool(v.relevant) for v in verdicts),
+        )
+        return Evaluation(verdicts, Usage())
+
+    def _verdict(self, document: Document, features: LocalFeatures) -> Verdict:
+        threshold = self.weights.threshold
+        score = self.weights.score(features)
+        relevant = score >= threshold
+        if relevant:
+            confidence = (score - threshold) / (1.0 - threshold)
+            label = Relevance.HIGH if score >= (1.0 + threshold) / 2 else Relevance.MEDIUM
+        else:
+            confidence = (threshold - score) / threshold
+            label = Relevance.LOW
+        return Verdict(
+            document.id,
+            relevant,
+            label,
+            round(score, 4),
+            round(min(max(confidence, 0.0), 1.0), 4),
+            reasoning=_reasoning(features),
+            missing=", ".join(features.missing) or None,
+        )
+
+
+def _check(question: str, documents: Sequence[Document]) -> None:
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("question must be a non-empty string")
+    if isinstance(documents, str | Document) or not all(isinstance(d, Document) for d in documents):
+        raise InputError("documents must be a sequence of Document")
+
+
+def title_links(documents: Sequence[Document]) -> list[tuple[int, ...]]:
+    """For each document, the indices of the other documents whose text names its title.
+
+    The title is taken from ``metadata["title"]`` without a parenthesised qualifier
+    ("Kiss and Tell (1945 film)" is named by "Kiss and Tell"); documents without a title link
+    to nothing.
+    """
+    lowered = [d.text.lower() for d in documents]
+    links = []
+    for i, doc in enumerate(documents):
+        title = doc.metadata.get("title")
+        core = title.split(" (")[0].strip().lower() if isinstance(title, str) else ""
+        links.append(
+            tuple(j for j, text in enumerate(lowered) if j != i and core and core in text)
+            if content_terms(core)
+            else ()
+        )
+    return links
+
+
+def _link(
+    documents: Sequence[Document], direct: list[LocalFeatures], weights: LocalWeights
+) -> list[LocalFeatures]:
+    """Give each document the best direct score of another batch document naming its title."""
+    scores = [weights.score(f) for f in direct]
+    return [
+        replace(feat, linked=max((scores[j] for j in links), default=0.0))
+        for feat, links in zip(direct, title_links(documents), strict=True)
+    ]
+
+
+def _reasoning(features: LocalFeatures) -> str:
+    total = len(features.matched) + len(features.missing)
+    parts = [
+        f"covers {len(features.matched)}/{total} question terms"
+        + (f" ({', '.join(features.matched)})" if features.matched else ""),
+        f"best sentence (cosine {features.sentence:.2f}): {_quote(features.best_sentence)!r}",
+        f"document cosine {features.dense:.2f}",
+    ]
+    if features.linked > 0:
+        parts.append(f"its title is named in an on-topic document (score {features.linked:.2f})")
+    return "; ".join(parts)
+
+
+def _quote(sentence: str) -> str:
+    sentence = " ".join(sentence.split())
+    return sentence if len(sentence) <= _QUOTE_CHARS else sentence[: _QUOTE_CHARS - 3] + "..."

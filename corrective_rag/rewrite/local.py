@@ -1,0 +1,194 @@
+"""A local rewriter with no LLM: pseudo-relevance feedback from the judged documents.
+
+The next query is built from what the kept documents say that the question does not: named
+phrases (a multi-hop question's bridge entity is named beside the question's own words in the
+first relevant paragraph), titles and informative terms, plus the question's terms that no kept
+document covers yet. Terms that only rejected documents contain are left out (they pull the search
+off topic), and phrases already tried are not proposed again. The result supplements the original
+question, which the orchestrator always searches too; it passes the same drift guard as the LLM
+rewriter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.evaluate.lexical import (
+    check_idf,
+    coverage,
+    name_phrases,
+    split_sentences,
+    term_weights,
+)
+from corrective_rag.rewrite.guard import check_rewrite
+from corrective_rag.text import content_terms, tokenize
+from corrective_rag.types import Judged, Rewrite, RewriteRequest
+
+__all__ = ["LocalRewriter"]
+
+log = structlog.get_logger(__name__)
+
+# A named phrase of two or more words is worth more than a loose term: it is specific and
+# retrieves by title. One capitalised word ("American") is often a demonym, so it gets no bonus.
+_PHRASE_BONUS = 1.5
+# How much a candidate loses for appearing in every rejected document (linearly less for fewer).
+_REJECTED_PENALTY = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    text: str
+    terms: frozenset[str]
+    score: float
+    source: str  # id of the relevant document it came from (the strongest one)
+
+
+class LocalRewriter:
+    """Proposes the next query from the kept documents and the question's unmatched terms.
+
+    Args:
+        idf: optional ``term -> idf`` (for example the hybrid store's ``idf``); without it the
+            document frequency among the judged documents stands in.
+        max_new_terms: how many new phrases or terms to add.
+        max_missing_terms: how many of the question's still-unmatched terms to carry.
+    """
+
+    def __init__(
+        self,
+        *,
+        idf: Callable[[str], float] | None = None,
+        max_new_terms: int = 3,
+        max_missing_terms: int = 4,
+    ) -> None:
+        if max_new_terms < 1:
+            raise ConfigError(f"max_new_terms must be >= 1, got {max_new_terms}")
+        if max_missing_terms < 0:
+            raise ConfigError(f"max_missing_terms must be >= 0, got {max_missing_terms}")
+        self.idf = check_idf(idf)
+        self.max_new_terms = max_new_terms
+        self.max_missing_terms = max_missing_terms
+
+    def rewrite(self, request: RewriteRequest) -> Rewrite:
+        """Return the next query, or ``Rewrite(query=None, rejected=...)`` if none passes."""
+        if not isinstance(request, RewriteRequest):
+            raise InputError("rewrite() takes a RewriteRequest")
+        if not request.question.strip():
+            raise InputError("question must be a non-empty string")
+        relevant = [j for j in request.judged if j.verdict.relevant]
+        rejected = [j for j in request.judged if j.verdict.relevant is False]
+        idf = self.idf or _judged_idf(request.judged)
+        question_weights = term_weights(content_terms(request.question), idf)
+        missing = _unmatched(question_weights, relevant, request.judged)
+        tried_terms = [content_terms(q) for q in request.tried_queries]
+        candidates = _candidates(question_weights, relevant, rejected, idf, tried_terms)
+        keep = list(missing[: self.max_missing_terms])
+        if not keep:  # every question term is covered: anchor the query on the heaviest ones
+            keep = list(sorted(question_weights, key=lambda t: -question_weights[t])[:2])
+        candidate = ""
+        reason: str | None = "no relevant document to learn from and no unmatched term"
+        # Slide over the ranked candidates until the drift guard accepts one combination.
+        for start in range(max(len(candidates), 1)):
+            added = candidates[start : start + self.max_new_terms]
+            if not added and not relevant and start:
+                break
+            candidate = " ".join([*(c.text for c in added), *keep])
+            reason = check_rewrite(candidate, request.question, request.tried_queries)
+            if reason is None:
+                rationale = _rationale(added, keep, bool(missing))
+                log.debug("local_rewrite", query=candidate, added=[c.text for c in added])
+                return Rewrite(candidate, rationale=rationale)
+        return Rewrite(None, rejected=reason, candidate=candidate or None)
+
+
+def _judged_idf(judged: Sequence[Judged]) -> Callable[[str], float]:
+    """Smoothed idf over the judged documents, for when no corpus idf was given."""
+    frequency: dict[str, int] = {}
+    for item in judged:
+        for term in set(tokenize(item.document.text)):
+            frequency[term] = frequency.get(term, 0) + 1
+    total = len(judged)
+    return lambda term: math.log(1.0 + (total + 1) / (frequency.get(term, 0) + 0.5))
+
+
+def _unmatched(
+    weights: dict[str, float], relevant: Sequence[Judged], judged: Sequence[Judged]
+) -> tuple[str, ...]:
+    """Question terms no relevant document covers (no judged one, if none was relevant)."""
+    pool = relevant or judged
+    covered: set[str] = set()
+    for item in pool:
+        covered.update(tokenize(item.document.text))
+    still = coverage(weights, covered).missing
+    flagged: set[str] = set()
+    for item in pool:  # an evaluator may name what is missing in its own words
+        flagged.update(content_terms(item.verdict.missing or ""))
+    extra = [t for t in sorted(weights, key=lambda t: -weights[t]) if t in flagged]
+    return tuple(dict.fromkeys([*still, *extra]))
+
+
+def _candidates(
+    question_weights: dict[str, float],
+    relevant: Sequence[Judged],
+    rejected: Sequence[Judged],
+    idf: Callable[[str], float],
+    tried_terms: Sequence[frozenset[str]],
+) -> list[_Candidate]:
+    """New phrases and terms from the relevant documents, best first."""
+    question_terms = set(question_weights)
+    rejected_terms = [frozenset(tokenize(j.document.text)) for j in rejected]
+    found: dict[frozenset[str], _Candidate] = {}
+
+    def offer(text: str, terms: frozenset[str], weight: float, source: str) -> None:
+        if not terms or terms <= question_terms:
+            return
+        if any(terms <= tried for tried in tried_terms):
+            return  # already searched for: proposing it again cannot find anything new
+        specificity = sum(max(idf(t), 0.0) for t in terms) / len(terms)
+        in_rejected = sum(terms <= r for r in rejected_terms) / max(len(rejected_terms), 1)
+        score = weight * specificity * (1.0 - _REJECTED_PENALTY * in_rejected)
+        previous = found.get(terms)
+        total = score + (previous.score if previous else 0.0)
+        found[terms] = _Candidate(text, terms, total, previous.source if previous else source)
+
+    for item in relevant:
+        document = item.document
+        strength = item.verdict.score if item.verdict.score is not None else 1.0
+        title = str(document.metadata.get("title", "")).split(" (")[0]
+        own = content_terms(title)
+        if own:
+            offer(title, own, strength, document.id)
+        for sentence in split_sentences(document.text):
+            terms = tokenize(sentence)
+            # Names beside the question's own words are the likeliest bridge to the next hop.
+            near = 1.0 + coverage(question_weights, terms).share
+            for phrase in name_phrases(sentence):
+                phrase_terms = content_terms(phrase)
+                if phrase_terms != own:
+                    bonus = _PHRASE_BONUS if len(phrase_terms) > 1 else 1.0
+                    offer(phrase, phrase_terms, strength * near * bonus, document.id)
+            for term in set(terms) - question_terms:
+                if not term.isdigit():
+                    offer(term, frozenset([term]), strength * near / len(terms), document.id)
+    ranked = sorted(found.values(), key=lambda c: (-c.score, c.text))
+    chosen: list[_Candidate] = []
+    for cand in ranked:  # a term already inside a chosen phrase adds nothing
+        if not any(cand.terms <= c.terms or c.terms <= cand.terms for c in chosen):
+            chosen.append(cand)
+    return chosen
+
+
+def _rationale(added: Sequence[_Candidate], keep: Sequence[str], unmatched: bool) -> str:
+    parts = []
+    if added:
+        parts.append(
+            "added " + ", ".join(f"{c.text!r} (from relevant document {c.source!r})" for c in added)
+        )
+    if keep:
+        label = "kept the question's unmatched terms" if unmatched else "kept question terms"
+        parts.append(f"{label}: {', '.join(keep)}")
+    return "; ".join(parts)

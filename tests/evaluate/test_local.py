@@ -1,0 +1,172 @@
+"""The local evaluator: embeddings plus lexical evidence, no LLM."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.evaluate.lexical import coverage, name_phrases, split_sentences, term_weights
+from corrective_rag.evaluate.local import LocalEvaluator, LocalWeights, title_links
+from corrective_rag.types import Document, Relevance
+
+QUESTION = "Which volcano erupted in 1980 in Washington state?"
+
+ON_TOPIC = Document(
+    "st-helens",
+    "Mount St. Helens is an active stratovolcano in Skamania County, Washington. "
+    "The volcano is best known for its major eruption on May 18, 1980, the deadliest "
+    "and most economically destructive volcanic event in United States history.",
+    {"title": "Mount St. Helens"},
+)
+OFF_TOPIC = Document(
+    "sourdough",
+    "Sourdough bread is made by the fermentation of dough using wild lactobacillaceae and "
+    "yeast. Lactic acid from fermentation imparts a sour taste and improves keeping qualities.",
+    {"title": "Sourdough"},
+)
+LONG_MIXED = Document(
+    "geology-notes",
+    "Sedimentary rocks form from deposits of mineral and organic particles. Limestone is "
+    "mostly calcium carbonate. Many cliffs show layers laid down over millions of years. "
+    "In 1980 the volcano Mount St. Helens in Washington erupted explosively. "
+    "Metamorphic rocks form under heat and pressure.",
+)
+
+
+@pytest.fixture(scope="module")
+def evaluator(embedder):
+    return LocalEvaluator(embedder)
+
+
+def test_on_topic_scores_above_off_topic(evaluator):
+    """A document about the question's subject scores above one about something else."""
+    on, off = evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC]).verdicts
+    assert on.score > off.score
+    assert (True, False) == (on.relevant, off.relevant)
+
+
+def test_verdict_fields_are_in_range_and_zero_llm_calls(evaluator):
+    """Every verdict is graded with score and confidence in 0..1, and usage counts no LLM call."""
+    evaluation = evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, LONG_MIXED])
+    assert 0 == evaluation.usage.llm_calls
+    assert ["st-helens", "sourdough", "geology-notes"] == [
+        v.document_id for v in evaluation.verdicts
+    ]
+    for verdict in evaluation.verdicts:
+        assert verdict.graded
+        assert 0.0 <= verdict.score <= 1.0
+        assert 0.0 <= verdict.confidence <= 1.0
+        assert (verdict.label is not Relevance.LOW) == verdict.relevant
+
+
+def test_confidence_grows_with_distance_from_threshold(evaluator):
+    """A clearly off-topic document is judged irrelevant with more confidence than a mixed one."""
+    off, mixed = evaluator.evaluate(QUESTION, [OFF_TOPIC, LONG_MIXED]).verdicts
+    assert off.score < mixed.score
+    if not mixed.relevant:
+        assert off.confidence > mixed.confidence
+
+
+def test_best_sentence_rescues_a_long_mixed_document(evaluator):
+    """The best-sentence feature is higher than the whole-document cosine for a mixed document."""
+    (features,) = evaluator.features(QUESTION, [LONG_MIXED])
+    assert features.sentence > features.dense
+    assert "Mount St. Helens" in features.best_sentence
+
+
+def test_reasoning_names_matched_terms_and_missing_lists_uncovered(evaluator):
+    """The reasoning names covered terms and the best sentence; missing lists the others."""
+    (verdict,) = evaluator.evaluate(QUESTION, [ON_TOPIC]).verdicts
+    for term in ("volcano", "1980", "washington"):
+        assert term in verdict.reasoning
+    assert "best sentence" in verdict.reasoning
+    assert "erupted" == verdict.missing
+
+
+def test_idf_weights_the_coverage(embedder):
+    """With an idf that makes one term dominant, covering only that term gives most coverage."""
+    weights = {"volcano": 10.0}
+    evaluator = LocalEvaluator(embedder, idf=lambda t: weights.get(t, 0.5))
+    (features,) = evaluator.features("volcano eruption history", [ON_TOPIC])
+    assert features.coverage > 0.9
+
+
+def test_linked_paragraph_gets_credit_from_the_paragraph_naming_it(embedder):
+    """A bridge paragraph scores higher beside an on-topic paragraph naming it than alone."""
+    question = (
+        "What government position was held by the actress who played Corliss Archer "
+        "in Kiss and Tell?"
+    )
+    first = Document(
+        "kiss",
+        "Kiss and Tell is a 1945 American comedy film starring then 17-year-old Shirley Temple "
+        "as Corliss Archer.",
+        {"title": "Kiss and Tell (1945 film)"},
+    )
+    bridge = Document(
+        "temple",
+        "Shirley Temple Black was an American actress and diplomat who served as Chief of "
+        "Protocol of the United States.",
+        {"title": "Shirley Temple"},
+    )
+    alone = LocalEvaluator(embedder).evaluate(question, [bridge]).verdicts[0]
+    together = LocalEvaluator(embedder).evaluate(question, [first, bridge]).verdicts[1]
+    assert together.score > alone.score
+    assert "named in an on-topic document" in together.reasoning
+
+
+def test_one_embedding_call_per_evaluate(embedder):
+    """evaluate() embeds the question, documents and sentences in a single batched call."""
+
+    class Counting:
+        calls = 0
+
+        def embed(self, texts):
+            Counting.calls += 1
+            return embedder.embed(texts)
+
+    LocalEvaluator(Counting()).evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, LONG_MIXED])
+    assert 1 == Counting.calls
+
+
+def test_empty_batch_and_bad_input(evaluator):
+    """No documents give no verdicts; an empty question or a non-document is refused."""
+    assert () == evaluator.evaluate(QUESTION, []).verdicts
+    with pytest.raises(InputError):
+        evaluator.evaluate("  ", [ON_TOPIC])
+    with pytest.raises(InputError):
+        evaluator.evaluate(QUESTION, ["not a document"])
+
+
+def test_constructor_validates():
+    """Bad constructor arguments raise ConfigError before any model is loaded."""
+    with pytest.raises(ConfigError):
+        LocalEvaluator(object())
+    with pytest.raises(ConfigError):
+        LocalEvaluator(idf=3)
+    with pytest.raises(ConfigError):
+        LocalEvaluator(weights=LocalWeights(0, 1, 1, 1, 1, threshold=1.5))
+    with pytest.raises(ConfigError):
+        LocalEvaluator(max_sentences=0)
+
+
+def test_lexical_helpers():
+    """Sentences split at full stops, coverage is idf-weighted, names are capitalised runs."""
+    assert ["The first one is here.", "Then Mt. Rainier, in the U.S. Northwest."] == (
+        split_sentences("The first one is here. Then Mt. Rainier, in the U.S. Northwest.")
+    )
+    cov = coverage(term_weights(["rare", "common"], {"rare": 3.0, "common": 1.0}.get), ["rare"])
+    assert (0.75, ("rare",), ("common",)) == (cov.share, cov.matched, cov.missing)
+    assert ["Shirley Temple", "Bank of America"] == name_phrases(
+        "The film starred Shirley Temple, then at Bank of America."
+    )
+
+
+def test_title_links():
+    """A document is linked to the batch documents that name its title, qualifier dropped."""
+    docs = [
+        Document("a", "Starring Shirley Temple.", {"title": "Kiss and Tell (1945 film)"}),
+        Document("b", "She appeared in Kiss and Tell.", {"title": "Shirley Temple"}),
+        Document("c", "Untitled text."),
+    ]
+    assert [(1,), (0,), ()] == title_links(docs)

@@ -1,0 +1,106 @@
+"""The local rewriter: pseudo-relevance feedback from kept documents, through the drift guard."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.text import content_terms
+from corrective_rag.types import Document, Judged, Relevance, RewriteRequest, Verdict
+
+QUESTION = (
+    "What government position was held by the woman who portrayed Corliss Archer "
+    "in the film Kiss and Tell?"
+)
+FIRST_HOP = Document(
+    "Kiss and Tell (1945 film)",
+    "Kiss and Tell is a 1945 American comedy film starring then 17-year-old Shirley Temple as "
+    "Corliss Archer. In the film, two teenage girls cause their respective parents much concern "
+    "when they start to become interested in boys.",
+    {"title": "Kiss and Tell (1945 film)"},
+)
+DISTRACTOR = Document(
+    "Meet Corliss Archer",
+    "Meet Corliss Archer, a program from radio's Golden Age, ran from January 7, 1943 to "
+    "September 30, 1956, on CBS Radio and later on NBC.",
+    {"title": "Meet Corliss Archer"},
+)
+
+
+def verdict(doc_id: str, relevant: bool, missing: str | None = None) -> Verdict:
+    label = Relevance.HIGH if relevant else Relevance.LOW
+    return Verdict(doc_id, relevant, label, 0.9 if relevant else 0.1, 0.8, missing=missing)
+
+
+def request(*tried: str) -> RewriteRequest:
+    return RewriteRequest(
+        QUESTION,
+        (QUESTION, *tried),
+        (
+            Judged(FIRST_HOP, verdict(FIRST_HOP.id, True, "government, position")),
+            Judged(DISTRACTOR, verdict(DISTRACTOR.id, False)),
+        ),
+    )
+
+
+def test_adds_the_bridge_entity_and_keeps_unmatched_terms():
+    """The entity the relevant paragraph names beside the question's words joins the query."""
+    rewrite = LocalRewriter().rewrite(request())
+    assert rewrite.query is not None
+    assert rewrite.query.startswith("Shirley Temple")
+    assert {"government", "position"} <= content_terms(rewrite.query)
+    assert "Shirley Temple" in rewrite.rationale
+
+
+def test_drops_terms_only_rejected_documents_contain():
+    """Vocabulary found only in rejected documents (radio, CBS) is not added."""
+    rewrite = LocalRewriter(max_new_terms=5).rewrite(request())
+    assert rewrite.query is not None
+    assert not {"radio", "cb", "nbc", "golden"} & content_terms(rewrite.query)
+
+
+def test_never_repeats_a_tried_query():
+    """Each rewrite differs from every query tried before it, across several rounds."""
+    rewriter = LocalRewriter()
+    tried: list[str] = []
+    for _ in range(3):
+        rewrite = rewriter.rewrite(request(*tried))
+        assert rewrite.query is not None
+        assert rewrite.query not in [QUESTION, *tried]
+        tried.append(rewrite.query)
+    assert "Shirley Temple" not in tried[1]
+
+
+def test_rejects_drift():
+    """With nothing learnt and every variant already tried, the guard's reason is returned."""
+    only_rejected = RewriteRequest(
+        "volcano eruption",
+        ("volcano eruption", "eruption volcano"),
+        (Judged(DISTRACTOR, verdict(DISTRACTOR.id, False)),),
+    )
+    rewrite = LocalRewriter().rewrite(only_rejected)
+    assert rewrite.query is None
+    assert "rewrite repeats a query already tried" == rewrite.rejected
+    assert rewrite.candidate is not None
+
+
+def test_without_relevant_documents_it_keeps_the_uncovered_terms():
+    """When nothing was kept, the query carries the question terms no judged document covered."""
+    rewrite = LocalRewriter().rewrite(
+        RewriteRequest(QUESTION, (QUESTION,), (Judged(DISTRACTOR, verdict(DISTRACTOR.id, False)),))
+    )
+    assert rewrite.query is not None
+    uncovered = content_terms(QUESTION) - content_terms(DISTRACTOR.text)
+    assert content_terms(rewrite.query) <= uncovered
+    assert 4 == len(content_terms(rewrite.query))
+
+
+def test_bad_arguments():
+    """Bad constructor arguments raise ConfigError; a non-request raises InputError."""
+    with pytest.raises(ConfigError):
+        LocalRewriter(max_new_terms=0)
+    with pytest.raises(ConfigError):
+        LocalRewriter(idf="idf")
+    with pytest.raises(InputError):
+        LocalRewriter().rewrite(QUESTION)
