@@ -49,7 +49,7 @@ class BaselineRetriever:
         self, name: str, documents: Sequence[Document], embedder: SentenceTransformerEmbedder
     ) -> None:
         self.documents = list(documents)
-        self.embedder = embedder
+        self.embedder: Any = embedder
         self.vectors = cached_embeddings(name, self.documents, embedder)
         self.bm25 = BM25Okapi([tokenize(d.text) or [""] for d in self.documents])
 

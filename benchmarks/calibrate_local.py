@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.beir_data import load_collection
-from benchmarks.retrievers import build_retriever
+from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
 from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator, LocalWeights, title_links
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 
@@ -35,7 +35,7 @@ TOP_K = 10
 L2 = 1e-3  # a touch of ridge so that the fit is unique when a feature barely varies
 
 
-def collect(folder: str, embedder: SentenceTransformerEmbedder, limit: int | None) -> dict:
+def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None) -> dict:
     """Direct features, title links and qrel labels of the top-10 hits of every query."""
     collection = load_collection(folder)
     retriever = build_retriever(collection, embedder)
@@ -126,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="queries per collection")
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
-    embedder = SentenceTransformerEmbedder()
-    datasets = [collect(folder, embedder, args.limit) for folder in args.data]
+    embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
+    datasets = []
+    for folder in args.data:
+        datasets.append(collect(folder, embedder, args.limit))
+        embedder.save()
     candidates = {"default": DEFAULT_WEIGHTS}
     if args.fit:
         candidates["fitted"] = fit(datasets)

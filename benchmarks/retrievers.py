@@ -1,14 +1,68 @@
-"""The retriever benchmarks use: the package's HybridStore when present, else the baseline."""
+"""What the benchmarks share: the retriever over a collection and an embedder cached on disk.
+
+The retriever is the package's ``HybridStore`` when it is available, else the stand-in
+``BaselineRetriever``. ``DiskCachedEmbedder`` keeps every text embedding in a .npz under the temp
+folder, so repeated benchmark runs never embed a document or a sentence twice.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from benchmarks.baseline_retriever import BaselineRetriever
+import numpy as np
+
+from benchmarks.baseline_retriever import CACHE_DIR, BaselineRetriever
 from benchmarks.beir_data import Collection
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.store.embeddings import SentenceTransformerEmbedder, text_key
 
 
-def build_retriever(collection: Collection, embedder: SentenceTransformerEmbedder) -> Any:
+class DiskCachedEmbedder:
+    """An ``Embedder`` that answers known texts from a disk cache and embeds the rest at once."""
+
+    def __init__(self, embedder: SentenceTransformerEmbedder) -> None:
+        self.inner = embedder
+        self.name = embedder.name
+        self.path = CACHE_DIR / f"texts-{embedder.name.replace('/', '_')}.npz"
+        self.vectors: dict[str, np.ndarray] = {}
+        self.dirty = False
+        if self.path.exists():
+            with np.load(self.path) as data:
+                self.vectors = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Remember precomputed vectors of ``texts`` (for example a corpus embedded earlier)."""
+        for text, vector in zip(texts, vectors, strict=True):
+            self.vectors.setdefault(text_key(text), vector)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts``, embedding only those never seen, in one batch."""
+        keys = [text_key(t) for t in texts]
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self.vectors}
+        if todo:
+            fresh = self.inner.embed(list(todo.values()))
+            self.vectors.update(zip(todo, fresh, strict=True))
+            self.dirty = True
+        if not keys:
+            return np.zeros((0, 384), dtype=np.float32)
+        return np.vstack([self.vectors[k] for k in keys]).astype(np.float32)
+
+    def save(self) -> None:
+        """Write the cache back if anything was added."""
+        if not self.dirty:
+            return
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        keys = list(self.vectors)
+        tmp = Path(str(self.path) + ".tmp.npz")
+        np.savez(tmp, keys=np.array(keys), vectors=np.vstack([self.vectors[k] for k in keys]))
+        tmp.replace(self.path)
+        self.dirty = False
+
+
+def build_retriever(collection: Collection, embedder: DiskCachedEmbedder) -> Any:
     """A retriever with ``retrieve(query, top_k=)`` and ``idf(term)`` over ``collection``."""
-    return BaselineRetriever(collection.name, collection.documents, embedder)
+    retriever = BaselineRetriever(collection.name, collection.documents, embedder.inner)
+    embedder.add([d.text for d in collection.documents], retriever.vectors)
+    retriever.embedder = embedder
+    return retriever

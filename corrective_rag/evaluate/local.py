@@ -34,6 +34,8 @@ __all__ = ["DEFAULT_WEIGHTS", "LocalEvaluator", "LocalFeatures", "LocalWeights",
 log = structlog.get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
+_BOUNDARY = 0.5  # verdict score at the decision threshold (see _rescale)
+_HIGH = 0.7  # scores from here are labelled high, as the default filter policy's high_score
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,24 +178,32 @@ class LocalEvaluator:
         return Evaluation(verdicts, Usage())
 
     def _verdict(self, document: Document, features: LocalFeatures) -> Verdict:
-        threshold = self.weights.threshold
-        score = self.weights.score(features)
-        relevant = score >= threshold
-        if relevant:
-            confidence = (score - threshold) / (1.0 - threshold)
-            label = Relevance.HIGH if score >= (1.0 + threshold) / 2 else Relevance.MEDIUM
+        score = _rescale(self.weights.score(features), self.weights.threshold)
+        relevant = score >= _BOUNDARY
+        if score >= _HIGH:
+            label = Relevance.HIGH
         else:
-            confidence = (threshold - score) / threshold
-            label = Relevance.LOW
+            label = Relevance.MEDIUM if relevant else Relevance.LOW
         return Verdict(
             document.id,
             relevant,
             label,
             round(score, 4),
-            round(min(max(confidence, 0.0), 1.0), 4),
+            round(min(abs(score - _BOUNDARY) / _BOUNDARY, 1.0), 4),
             reasoning=_reasoning(features),
             missing=", ".join(features.missing) or None,
         )
+
+
+def _rescale(probability: float, threshold: float) -> float:
+    """Map the logistic output piecewise-linearly so that the threshold lands on 0.5.
+
+    The score then reads like an LLM evaluator's: 0.5 is the decision boundary, and the
+    confidence (distance from it) means the same on both sides.
+    """
+    if probability < threshold:
+        return _BOUNDARY * probability / threshold
+    return _BOUNDARY + (1.0 - _BOUNDARY) * (probability - threshold) / (1.0 - threshold)
 
 
 def _check(question: str, documents: Sequence[Document]) -> None:

@@ -1,0 +1,221 @@
+"""Single-shot retrieval vs the corrective loop, at an equal number of documents judged per query.
+
+For every query: *single shot* judges the top ``k x iterations`` hits of the question in one
+evaluator call and keeps what the filter policy keeps; *corrective* runs
+``CorrectiveRAGOrchestrator`` with ``top_k=k``, ``max_iterations=iterations`` and
+``min_relevant``. Both are scored against the qrels: recall (mean share of a query's relevant
+documents that were kept), all_found (share of queries whose relevant documents were all kept),
+precision (share of kept documents that are relevant, pooled), documents judged, LLM calls and
+seconds per query; plus the evaluator's agreement with the qrels on everything it judged.
+
+    python benchmarks/loop.py ../shared/data/hotpotqa-dev500-distractor --evaluator local \\
+        --json loop-hotpotqa-local.json
+
+``--evaluator oracle`` judges from the qrels (an upper bound for the loop); ``--evaluator llm``
+uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from benchmarks.beir_data import Collection, load_collection
+from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
+from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.local import LocalEvaluator
+from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
+
+
+class OracleEvaluator:
+    """Verdicts read from the qrels: relevant iff the document is a qrel of the question."""
+
+    def __init__(self, collection: Collection) -> None:
+        self.by_text = {text: collection.qrels[qid] for qid, text in collection.queries.items()}
+
+    def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
+        """One certain verdict per document."""
+        relevant = self.by_text.get(question, frozenset())
+        return Evaluation(
+            tuple(
+                Verdict(d.id, True, Relevance.HIGH, 1.0, 1.0, reasoning="in the qrels")
+                if d.id in relevant
+                else Verdict(d.id, False, Relevance.LOW, 0.0, 1.0, reasoning="not in the qrels")
+                for d in documents
+            ),
+            Usage(),
+        )
+
+
+def components(args: argparse.Namespace, collection: Collection, retriever: Any) -> tuple:
+    """The evaluator and rewriter the ``--evaluator`` flag names."""
+    if args.evaluator == "oracle":
+        return OracleEvaluator(collection), LocalRewriter(idf=retriever.idf)
+    if args.evaluator == "local":
+        return LocalEvaluator(retriever.embedder, idf=retriever.idf), LocalRewriter(
+            idf=retriever.idf
+        )
+    try:
+        from corrective_rag.evaluate.llm import LLMEvaluator
+        from corrective_rag.llm.client import OpenAIChatClient
+        from corrective_rag.rewrite.llm import LLMRewriter
+    except ImportError as exc:
+        raise SystemExit(f"--evaluator llm needs the LLM layer (branch llm): {exc}") from exc
+    if not args.llm_url or not args.model:
+        raise SystemExit("--evaluator llm needs --llm-url and --model")
+    client = OpenAIChatClient(args.llm_url, model=args.model)
+    return LLMEvaluator(client), LLMRewriter(client)
+
+
+def keep_policy(name: str) -> Any:
+    """The filter policy by preset name; ``relevant`` keeps exactly what the evaluator calls so."""
+    from corrective_rag.evaluate.policy import FilterPolicy, get_policy
+
+    if name == "relevant":
+        return FilterPolicy(
+            name="relevant",
+            high_score=0.5,
+            high_confidence=0.0,
+            medium_score=0.5,
+            medium_confidence=0.0,
+        )
+    return get_policy(name)
+
+
+class Tally:
+    """Accumulates one arm's figures over queries."""
+
+    def __init__(self) -> None:
+        self.recall: list[float] = []
+        self.all_found: list[bool] = []
+        self.kept = self.kept_relevant = 0
+        self.evaluated = self.llm_calls = 0
+        self.seconds = 0.0
+
+    def add(self, kept: set[str], truth: frozenset[str], evaluated: int, calls: int, s: float):
+        found = len(kept & truth)
+        self.recall.append(found / len(truth))
+        self.all_found.append(truth <= kept)
+        self.kept += len(kept)
+        self.kept_relevant += found
+        self.evaluated += evaluated
+        self.llm_calls += calls
+        self.seconds += s
+
+    def figures(self) -> dict[str, float]:
+        n = max(len(self.recall), 1)
+        return {
+            "recall": sum(self.recall) / n,
+            "all_found": sum(self.all_found) / n,
+            "precision": self.kept_relevant / max(self.kept, 1),
+            "kept_per_query": self.kept / n,
+            "evaluated_per_query": self.evaluated / n,
+            "llm_calls_per_query": self.llm_calls / n,
+            "seconds_per_query": self.seconds / n,
+        }
+
+
+def agreement(pairs: list[tuple[bool, bool]]) -> dict[str, float]:
+    """Precision, recall and F1 of (predicted relevant, truly relevant) pairs."""
+    tp = sum(p and t for p, t in pairs)
+    precision = tp / max(sum(p for p, _ in pairs), 1)
+    recall = tp / max(sum(t for _, t in pairs), 1)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "judged": len(pairs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", help="collection folder in BEIR layout")
+    parser.add_argument("--evaluator", choices=["local", "oracle", "llm"], default="local")
+    parser.add_argument("--k", type=int, default=5, help="documents judged per iteration")
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--min-relevant", type=int, default=3)
+    parser.add_argument("--policy", default="general", help="preset name, or 'relevant'")
+    parser.add_argument("--limit", type=int, default=None, help="first N queries only")
+    parser.add_argument("--llm-url", default=None)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--json", default=None, help="write the figures here")
+    args = parser.parse_args(argv)
+    try:
+        from corrective_rag.evaluate.policy import Decision, decide
+        from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+    except ImportError as exc:
+        raise SystemExit(f"the loop benchmark needs the orchestrator (branch loop): {exc}") from exc
+
+    collection = load_collection(args.data)
+    embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
+    retriever = build_retriever(collection, embedder)
+    evaluator, rewriter = components(args, collection, retriever)
+    policy = keep_policy(args.policy)
+    try:
+        loop = CorrectiveRAGOrchestrator(
+            retriever,
+            evaluator,
+            rewriter,
+            policy=policy,
+            max_iterations=args.iterations,
+            top_k=args.k,
+            min_relevant=args.min_relevant,
+        )
+    except ConfigError as exc:
+        raise SystemExit(f"bad loop settings: {exc}") from exc
+    single, corrective = Tally(), Tally()
+    judged_pairs: list[tuple[bool, bool]] = []
+    queries = list(collection.queries.items())[: args.limit]
+    for qid, question in queries:
+        truth = collection.qrels[qid]
+        started = time.perf_counter()
+        hits = retriever.retrieve(question, top_k=args.k * args.iterations)
+        evaluation = evaluator.evaluate(question, [h.document for h in hits])
+        kept = {v.document_id for v in evaluation.verdicts if decide(v, policy) is Decision.KEEP}
+        single.add(
+            kept,
+            truth,
+            len(hits),
+            evaluation.usage.llm_calls,
+            time.perf_counter() - started,
+        )
+        started = time.perf_counter()
+        result = loop.run(question)
+        verdicts = [v for record in result.history for v in record.verdicts]
+        judged_pairs.extend((bool(v.relevant), v.document_id in truth) for v in verdicts)
+        corrective.add(
+            set(result.kept_ids),
+            truth,
+            len(verdicts),
+            result.usage.total.llm_calls,
+            time.perf_counter() - started,
+        )
+    embedder.save()
+    report = {
+        "collection": collection.name,
+        "evaluator": args.evaluator,
+        "policy": args.policy,
+        "k": args.k,
+        "iterations": args.iterations,
+        "min_relevant": args.min_relevant,
+        "queries": len(queries),
+        "single_shot": single.figures(),
+        "corrective": corrective.figures(),
+        "evaluator_agreement": agreement(judged_pairs),
+    }
+    print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
