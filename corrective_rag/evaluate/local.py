@@ -6,9 +6,9 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
 * ``sentence``: the best cosine of the question and one of the document's sentences, which finds
   a relevant sentence inside a long, mostly off-topic document;
 * ``coverage``: the idf-weighted share of the question's content terms the document contains;
-* ``linked``: the document's title is named in another document of the same batch that is itself
-  strongly on topic; this is how a multi-hop question's second paragraph (about a bridge entity
-  the question never names) earns credit.
+* ``linked``: the document's title is named in another document, of the same batch or judged
+  earlier for the same question, that is itself strongly on topic; this is how a multi-hop
+  question's second paragraph (about a bridge entity the question never names) earns credit.
 
 ``score = sigmoid(bias + w . features)``; a document is relevant when ``score >= threshold``.
 Everything is embedded in one batched call per :meth:`LocalEvaluator.evaluate`.
@@ -17,6 +17,8 @@ Everything is embedded in one batched call per :meth:`LocalEvaluator.evaluate`.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -34,6 +36,7 @@ __all__ = ["DEFAULT_WEIGHTS", "LocalEvaluator", "LocalFeatures", "LocalWeights",
 log = structlog.get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
+_SEEN_PER_QUESTION = 100  # documents remembered per question for title links, best first
 _BOUNDARY = 0.5  # verdict score at the decision threshold (see _rescale)
 _HIGH = 0.7  # scores from here are labelled high, as the default filter policy's high_score
 
@@ -99,7 +102,10 @@ class LocalEvaluator:
             question's content terms; without it every term weighs the same.
         weights: the logistic combination and threshold (calibrated defaults).
         max_sentences: sentences per document compared with the question.
-        link_titles: credit a document whose title another on-topic document of the batch names.
+        link_titles: credit a document whose title another on-topic document names (one in the
+            same batch, or one judged earlier for the same question).
+        memory: how many recent questions keep their judged documents for title links
+            (0: only the current batch counts).
     """
 
     def __init__(
@@ -110,6 +116,7 @@ class LocalEvaluator:
         weights: LocalWeights = DEFAULT_WEIGHTS,
         max_sentences: int = 20,
         link_titles: bool = True,
+        memory: int = 128,
     ) -> None:
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ConfigError("embedder must have an embed(texts) method")
@@ -117,6 +124,8 @@ class LocalEvaluator:
             raise ConfigError("weights must be a LocalWeights")
         if not 0.0 < weights.threshold < 1.0:
             raise ConfigError(f"threshold must be in (0, 1), got {weights.threshold}")
+        if memory < 0:
+            raise ConfigError(f"memory must be >= 0, got {memory}")
         if max_sentences < 1:
             raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
         self._embedder = embedder
@@ -124,6 +133,9 @@ class LocalEvaluator:
         self.weights = weights
         self.max_sentences = max_sentences
         self.link_titles = link_titles
+        self.memory = memory
+        self._seen: OrderedDict[str, dict[str, tuple[Document, float]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     @property
     def embedder(self) -> Embedder:
@@ -162,7 +174,41 @@ class LocalEvaluator:
         ]
         if not self.link_titles:
             return direct
-        return _link(documents, direct, self.weights)
+        return self._link(question, documents, direct)
+
+    def _link(
+        self, question: str, documents: Sequence[Document], direct: list[LocalFeatures]
+    ) -> list[LocalFeatures]:
+        """Credit each document with the best direct score of a document naming its title.
+
+        The namers are the other documents of the batch and those judged earlier for the same
+        question (the loop sends a multi-hop question's second paragraph in a later call than
+        the first one that names it).
+        """
+        scores = [self.weights.score(f) for f in direct]
+        with self._lock:
+            seen = dict(self._seen.get(question, {}))
+        earlier = [(doc, score) for doc_id, (doc, score) in seen.items()]
+        batch_ids = {d.id for d in documents}
+        earlier = [(doc, score) for doc, score in earlier if doc.id not in batch_ids]
+        pool = [*documents, *(doc for doc, _ in earlier)]
+        pool_scores = [*scores, *(score for _, score in earlier)]
+        links = title_links(pool)[: len(documents)]
+        linked = [
+            replace(feat, linked=max((pool_scores[j] for j in js), default=0.0))
+            for feat, js in zip(direct, links, strict=True)
+        ]
+        if self.memory:
+            with self._lock:
+                entry = self._seen.pop(question, {})
+                entry.update({d.id: (d, sc) for d, sc in zip(documents, scores, strict=True)})
+                if len(entry) > _SEEN_PER_QUESTION:
+                    best = sorted(entry.items(), key=lambda item: -item[1][1])
+                    entry = dict(best[:_SEEN_PER_QUESTION])
+                self._seen[question] = entry
+                while len(self._seen) > self.memory:
+                    self._seen.popitem(last=False)
+        return linked
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one graded verdict per document, in order; usage is always zero LLM calls."""
@@ -231,17 +277,6 @@ def title_links(documents: Sequence[Document]) -> list[tuple[int, ...]]:
             else ()
         )
     return links
-
-
-def _link(
-    documents: Sequence[Document], direct: list[LocalFeatures], weights: LocalWeights
-) -> list[LocalFeatures]:
-    """Give each document the best direct score of another batch document naming its title."""
-    scores = [weights.score(f) for f in direct]
-    return [
-        replace(feat, linked=max((scores[j] for j in links), default=0.0))
-        for feat, links in zip(direct, title_links(documents), strict=True)
-    ]
 
 
 def _reasoning(features: LocalFeatures) -> str:

@@ -91,28 +91,41 @@ def test_idf_weights_the_coverage(embedder):
     assert features.coverage > 0.9
 
 
+KISS_QUESTION = (
+    "What government position was held by the actress who played Corliss Archer in Kiss and Tell?"
+)
+FIRST_HOP = Document(
+    "kiss",
+    "Kiss and Tell is a 1945 American comedy film starring then 17-year-old Shirley Temple "
+    "as Corliss Archer.",
+    {"title": "Kiss and Tell (1945 film)"},
+)
+BRIDGE = Document(
+    "temple",
+    "Shirley Temple Black was an American actress and diplomat who served as Chief of "
+    "Protocol of the United States.",
+    {"title": "Shirley Temple"},
+)
+
+
 def test_linked_paragraph_gets_credit_from_the_paragraph_naming_it(embedder):
     """A bridge paragraph scores higher beside an on-topic paragraph naming it than alone."""
-    question = (
-        "What government position was held by the actress who played Corliss Archer "
-        "in Kiss and Tell?"
-    )
-    first = Document(
-        "kiss",
-        "Kiss and Tell is a 1945 American comedy film starring then 17-year-old Shirley Temple "
-        "as Corliss Archer.",
-        {"title": "Kiss and Tell (1945 film)"},
-    )
-    bridge = Document(
-        "temple",
-        "Shirley Temple Black was an American actress and diplomat who served as Chief of "
-        "Protocol of the United States.",
-        {"title": "Shirley Temple"},
-    )
-    alone = LocalEvaluator(embedder).evaluate(question, [bridge]).verdicts[0]
-    together = LocalEvaluator(embedder).evaluate(question, [first, bridge]).verdicts[1]
+    alone = LocalEvaluator(embedder).evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0]
+    together = LocalEvaluator(embedder).evaluate(KISS_QUESTION, [FIRST_HOP, BRIDGE]).verdicts[1]
     assert together.score > alone.score
     assert "named in an on-topic document" in together.reasoning
+
+
+def test_link_reaches_documents_judged_earlier_for_the_same_question(embedder):
+    """The paragraph naming the bridge counts when it was judged in an earlier call."""
+    evaluator = LocalEvaluator(embedder)
+    evaluator.evaluate(KISS_QUESTION, [FIRST_HOP])
+    later = evaluator.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0]
+    other_question = evaluator.evaluate(KISS_QUESTION + " Answer briefly.", [BRIDGE]).verdicts[0]
+    forgetful = LocalEvaluator(embedder, memory=0)
+    forgetful.evaluate(KISS_QUESTION, [FIRST_HOP])
+    assert later.score > forgetful.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0].score
+    assert "named in an on-topic document" not in other_question.reasoning
 
 
 def test_one_embedding_call_per_evaluate(embedder):
@@ -148,6 +161,8 @@ def test_constructor_validates():
         LocalEvaluator(weights=LocalWeights(0, 1, 1, 1, 1, threshold=1.5))
     with pytest.raises(ConfigError):
         LocalEvaluator(max_sentences=0)
+    with pytest.raises(ConfigError):
+        LocalEvaluator(memory=-1)
 
 
 def test_lexical_helpers():
