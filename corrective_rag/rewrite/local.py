@@ -38,6 +38,7 @@ log = structlog.get_logger(__name__)
 _PHRASE_BONUS = 1.5
 # How much a candidate loses for appearing in every rejected document (linearly less for fewer).
 _REJECTED_PENALTY = 0.5
+_MAX_NAMES = 2  # the question's own still-unfound names carried into the query
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,9 @@ class LocalRewriter:
         missing = _unmatched(question_weights, relevant, request.judged)
         tried_terms = [content_terms(q) for q in request.tried_queries]
         candidates = _candidates(question_weights, relevant, rejected, idf, tried_terms)
-        keep = list(missing[: self.max_missing_terms])
+        names = _unresolved_names(request.question, relevant)[:_MAX_NAMES] if relevant else []
+        named = set().union(*(content_terms(n) for n in names))
+        keep = [*names, *[t for t in missing if t not in named][: self.max_missing_terms]]
         if not keep:  # every question term is covered: anchor the query on the heaviest ones
             keep = list(sorted(question_weights, key=lambda t: -question_weights[t])[:2])
         candidate = ""
@@ -99,10 +102,23 @@ class LocalRewriter:
             candidate = " ".join([*(c.text for c in added), *keep])
             reason = check_rewrite(candidate, request.question, request.tried_queries)
             if reason is None:
-                rationale = _rationale(added, keep, bool(missing))
+                rationale = _rationale(added, names, keep[len(names) :], bool(missing))
                 log.debug("local_rewrite", query=candidate, added=[c.text for c in added])
                 return Rewrite(candidate, rationale=rationale)
         return Rewrite(None, rejected=reason, candidate=candidate or None)
+
+
+def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
+    """Names in the question that no relevant document has as its title (not found yet)."""
+    titles = [
+        content_terms(str(j.document.metadata.get("title", "")) or j.document.id) for j in relevant
+    ]
+    return [
+        name
+        for name in name_phrases(question)
+        # one word ("Soviet", "American") is rarely a name worth a search of its own
+        if len(terms := content_terms(name)) > 1 and not any(terms <= title for title in titles)
+    ]
 
 
 def _judged_idf(judged: Sequence[Judged]) -> Callable[[str], float]:
@@ -164,11 +180,12 @@ def _candidates(
             offer(title, own, strength, document.id)
         for sentence in split_sentences(document.text):
             terms = tokenize(sentence)
-            # Names beside the question's own words are the likeliest bridge to the next hop.
+            # Names beside the question's own words are the likeliest bridge to the next hop;
+            # the document's own name (or a longer form of it) finds only the document itself.
             near = 1.0 + coverage(question_weights, terms).share
             for phrase in name_phrases(sentence):
                 phrase_terms = content_terms(phrase)
-                if phrase_terms != own:
+                if not (own and (own <= phrase_terms or phrase_terms <= own)):
                     bonus = _PHRASE_BONUS if len(phrase_terms) > 1 else 1.0
                     offer(phrase, phrase_terms, strength * near * bonus, document.id)
             for term in set(terms) - question_terms:
@@ -182,8 +199,12 @@ def _candidates(
     return chosen
 
 
-def _rationale(added: Sequence[_Candidate], keep: Sequence[str], unmatched: bool) -> str:
+def _rationale(
+    added: Sequence[_Candidate], names: Sequence[str], keep: Sequence[str], unmatched: bool
+) -> str:
     parts = []
+    if names:
+        parts.append(f"searched the question's names no kept document is about: {', '.join(names)}")
     if added:
         parts.append(
             "added " + ", ".join(f"{c.text!r} (from relevant document {c.source!r})" for c in added)

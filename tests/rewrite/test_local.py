@@ -104,3 +104,19 @@ def test_bad_arguments():
         LocalRewriter(idf="idf")
     with pytest.raises(InputError):
         LocalRewriter().rewrite(QUESTION)
+
+
+def test_searches_the_question_names_no_kept_document_is_about():
+    """A name the question gives (a comparison's second side) is searched until it is found."""
+    question = "Which was founded first, Acme Rocket Works or the Boston Tea Society?"
+    kept = Document(
+        "Acme Rocket Works",
+        "Acme Rocket Works is a rocket maker founded in 1921 in Ohio.",
+        {"title": "Acme Rocket Works"},
+    )
+    rewrite = LocalRewriter().rewrite(
+        RewriteRequest(question, (question,), (Judged(kept, verdict(kept.id, True)),))
+    )
+    assert rewrite.query is not None
+    assert "Boston Tea Society" in rewrite.query
+    assert "Acme Rocket Works" not in rewrite.query
