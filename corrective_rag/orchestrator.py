@@ -283,7 +283,7 @@ class CorrectiveRAGOrchestrator:
     ) -> tuple[IterationRecord, tuple[StopReason, str] | None]:
         t0 = time.perf_counter()
         searched = tuple(dict.fromkeys((st.question, query)))
-        local = self._step(st, self.retriever, searched, index, "local")
+        local = self._step(st, self.retriever, searched)
         steps = [local]
         action = crag_action(local.verdicts, self.policy)
         mode = None
@@ -294,7 +294,7 @@ class CorrectiveRAGOrchestrator:
                 # CRAG's "incorrect": the local results are discarded, whatever the filter said
                 local.dropped.extend(local.kept)
                 local.kept.clear()
-            steps.append(self._step(st, self.fallback, searched, index, "fallback"))
+            steps.append(self._step(st, self.fallback, searched))
         for step in steps:
             for doc_id in step.kept:
                 st.kept.setdefault(
@@ -348,9 +348,8 @@ class CorrectiveRAGOrchestrator:
         )
         return record, ended
 
-    def _step(
-        self, st: _Run, retriever: Retriever, queries: Sequence[str], index: int, source: str
-    ) -> _Step:
+    def _step(self, st: _Run, retriever: Retriever, queries: Sequence[str]) -> _Step:
+        """Search one source, skip what was judged, judge up to top_k new documents, filter."""
         k = min(st.top_k + len(st.judged), self.candidate_limit)
         hits = search_queries(retriever, queries, top_k=k, where=st.where)
         cap = st.top_k
@@ -388,7 +387,6 @@ class CorrectiveRAGOrchestrator:
             {Decision.KEEP: step.kept, Decision.DROP: step.dropped}.get(
                 decision, step.ungraded
             ).append(doc_id)
-        log.debug("step_evaluated", source=source, iteration=index, judged=len(verdicts))
         return step
 
     def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
