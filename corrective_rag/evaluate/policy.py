@@ -57,8 +57,9 @@ class FilterPolicy:
             least ``high_confidence``.
         high_confidence: the least confidence for keeping a high-relevance document (low by
             default: a high score with no confidence at all is a guess).
-        medium_score: a score in ``[medium_score, high_score)`` is medium relevance: kept only
-            when the confidence is at least ``medium_confidence``. Below it: dropped.
+        medium_score: a score at or above this (but below ``high_score``) is medium relevance:
+            kept only when the confidence is at least ``medium_confidence``; below it: dropped.
+            A document passing either rule is kept, so keeping is monotone in both numbers.
         medium_confidence: the confidence a medium-relevance document needs to be kept.
         min_relevant: how many kept documents are enough to stop the loop.
         correct_at: CRAG's upper threshold: an iteration with any graded score at or above it
@@ -161,11 +162,11 @@ def decide(verdict: Verdict, policy: FilterPolicy) -> Decision:
     """Keep, drop or leave ungraded one verdict under ``policy``."""
     if not verdict.graded or verdict.score is None or verdict.confidence is None:
         return Decision.UNGRADED
-    if verdict.score >= policy.high_score:
-        return Decision.KEEP if verdict.confidence >= policy.high_confidence else Decision.DROP
-    if verdict.score >= policy.medium_score and verdict.confidence >= policy.medium_confidence:
-        return Decision.KEEP
-    return Decision.DROP
+    score, confidence = verdict.score, verdict.confidence
+    # Two rules joined by "or", so that a higher score or confidence can never lose a document.
+    high = score >= policy.high_score and confidence >= policy.high_confidence
+    medium = score >= policy.medium_score and confidence >= policy.medium_confidence
+    return Decision.KEEP if high or medium else Decision.DROP
 
 
 def crag_action(verdicts: Sequence[Verdict], policy: FilterPolicy) -> CragAction:
