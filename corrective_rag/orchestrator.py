@@ -21,6 +21,7 @@ import structlog
 from corrective_rag.budget import Budget
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
+from corrective_rag.history import record_fields
 from corrective_rag.multiquery import search_queries
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.refine import recompose, refine
@@ -238,7 +239,7 @@ class CorrectiveRAGOrchestrator:
                 break
             record, ended = self._iterate(st, index, query, last=index == iterations)
             history.append(record)
-            _log_record(rlog, record)
+            rlog.info("iteration_finished", **record_fields(record))
             if ended is not None:
                 stop, detail = ended
                 break
@@ -302,7 +303,6 @@ class CorrectiveRAGOrchestrator:
                     KeptDocument(step.docs[doc_id], st.judged[doc_id], index, step.ranks[doc_id]),
                 )
         grading = sum((s.usage for s in steps), Usage())
-        st.usage = st.usage + PhaseUsage(grading=grading)
         ids = frozenset(h.document.id for h in local.hits)
         new = sum(len(s.verdicts) for s in steps)
 
@@ -369,24 +369,20 @@ class CorrectiveRAGOrchestrator:
                 fresh.append(hit)
             taken.append(hit)
         docs = {h.document.id: h.document for h in fresh}
-        verdicts, usage = (
-            self._evaluate(st.question, [h.document for h in fresh])
-            if fresh
-            else (
-                [],
-                Usage(),
-            )
-        )
+        verdicts: list[Verdict] = []
+        usage = Usage()
+        if fresh:
+            verdicts, usage = self._evaluate(st.question, [h.document for h in fresh])
+        # Charge the run at once, so that a fallback step in this iteration sees this spend.
+        st.usage = st.usage + PhaseUsage(grading=usage)
         step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs)
         for hit, verdict in zip(fresh, verdicts, strict=True):
             doc_id = hit.document.id
             st.judged[doc_id] = verdict
             st.judged_docs.append(Judged(hit.document, verdict))
             step.ranks[doc_id] = hit.rank
-            decision = decide(verdict, self.policy)
-            {Decision.KEEP: step.kept, Decision.DROP: step.dropped}.get(
-                decision, step.ungraded
-            ).append(doc_id)
+            bins = {Decision.KEEP: step.kept, Decision.DROP: step.dropped}
+            bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
         return step
 
     def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
@@ -454,32 +450,3 @@ class CorrectiveRAGOrchestrator:
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:
     return (-(kept.verdict.score or 0.0), kept.rank, kept.iteration, kept.document.id)
-
-
-def _log_record(rlog: Any, record: IterationRecord) -> None:
-    """Emit the canonical ``iteration_finished`` event with the record's fields as plain values."""
-    usage = record.usage.total
-    rewrite = record.rewrite
-    rlog.info(
-        "iteration_finished",
-        iteration=record.index,
-        query=record.query,
-        searched=list(record.searched),
-        retrieved=len(record.retrieved),
-        retrieved_ids=[r.document_id for r in record.retrieved],
-        skipped_ids=list(record.skipped_ids),
-        judged=len(record.verdicts),
-        kept_ids=list(record.kept_ids),
-        dropped_ids=list(record.dropped_ids),
-        ungraded_ids=list(record.ungraded_ids),
-        action=record.action.value if record.action else None,
-        fallback=record.fallback.value if record.fallback else None,
-        rewrite=rewrite.query if rewrite else None,
-        rewrite_rationale=rewrite.rationale if rewrite else None,
-        rewrite_rejected=rewrite.rejected if rewrite else None,
-        llm_calls=usage.llm_calls,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cost_usd=usage.cost_usd,
-        seconds=record.seconds,
-    )

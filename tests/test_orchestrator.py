@@ -231,6 +231,15 @@ def test_incorrect_iteration_is_replaced_by_the_fallback() -> None:
     assert "p0" in record.dropped_ids
 
 
+def test_fallback_is_capped_by_the_call_budget() -> None:
+    """The fallback's documents count against the same call budget as the local ones."""
+    web = ListRetriever([Document(f"w{i}", "planet moon") for i in range(3)])
+    orch, *_ = make({"p0": 0.5}, top_k=2, fallback=web, budget=Budget(max_llm_calls=3))
+    result = orch.run(QUESTION)
+    assert ["p0", "p1", "w0"] == judged_ids(result)
+    assert 3 == result.usage.total.llm_calls
+
+
 def test_correct_iteration_does_not_call_the_fallback() -> None:
     """A correct iteration leaves the fallback untouched."""
     web = ListRetriever([Document("w1", "planet moon")])
