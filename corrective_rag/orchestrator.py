@@ -359,13 +359,17 @@ class CorrectiveRAGOrchestrator:
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
+        seen: set[str] = set()
         for hit in hits:
             if len(fresh) >= cap:
                 break
             doc_id = hit.document.id
+            if doc_id in seen:
+                continue  # a retriever listing one id twice: its best rank counts
+            seen.add(doc_id)
             if doc_id in st.judged:
                 skipped.append(doc_id)
-            elif all(h.document.id != doc_id for h in fresh):
+            else:
                 fresh.append(hit)
             taken.append(hit)
         docs = {h.document.id: h.document for h in fresh}

@@ -1,6 +1,8 @@
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from corrective_rag.budget import Budget
@@ -333,3 +335,38 @@ def test_where_filter_reaches_the_retriever() -> None:
     orch, *_ = make(corpus=corpus, max_iterations=1)
     result = orch.run(QUESTION, where={"lang": "en"})
     assert ("en",) == tuple(r.document_id for r in result.history[0].retrieved)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([d.id for d in CORPUS]),
+        st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False)),
+    ),
+    st.integers(min_value=1, max_value=5),
+    st.integers(min_value=1, max_value=4),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=12)),
+)
+def test_history_invariants_hold_for_any_script(
+    scores: dict[str, float | None], top_k: int, iterations: int, calls: int | None
+) -> None:
+    """For any verdicts: each document judged once, every judged one kept, dropped or ungraded,
+    retrieved = skipped + judged, kept best first, and the call budget never exceeded."""
+    budget = Budget(max_llm_calls=calls) if calls else None
+    orch, _, evaluator, _ = make(scores, top_k=top_k, max_iterations=iterations, budget=budget)
+    result = orch.run(QUESTION)
+    judged = judged_ids(result)
+    assert len(judged) == len(set(judged))
+    assert judged == [doc_id for _, doc_id in evaluator.evaluated]
+    for rec in result.history:
+        verdict_ids = [v.document_id for v in rec.verdicts]
+        assert sorted(verdict_ids) == sorted(rec.kept_ids + rec.dropped_ids + rec.ungraded_ids)
+        assert sorted(r.document_id for r in rec.retrieved) == sorted(
+            [*rec.skipped_ids, *verdict_ids]
+        )
+        assert len(verdict_ids) <= top_k
+    scores_kept = [k.verdict.score for k in result.kept]
+    assert sorted(scores_kept, reverse=True) == scores_kept
+    assert set(result.kept_ids) == {i for rec in result.history for i in rec.kept_ids}
+    if calls is not None:
+        assert result.usage.total.llm_calls <= calls
