@@ -217,6 +217,7 @@ class CorrectiveRAGOrchestrator:
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget or None, got {budget!r}")
         budget = budget if budget is not None else self.budget
+        where = where or None  # an empty filter means none (chromadb refuses an empty where)
 
         run_id = uuid.uuid4().hex
         started_at = datetime.now(timezone.utc).isoformat()
