@@ -186,9 +186,7 @@ class CorrectiveRAGOrchestrator:
         self.budget = budget
         self.refine = refine
         self.strip_sentences = _check_int("strip_sentences", strip_sentences, 1, 100)
-        per_call = getattr(evaluator, "documents_per_call", 1)
-        # Unknown batching: assume one call per document, the cautious reading of a call budget.
-        self._docs_per_call = per_call if isinstance(per_call, int) and per_call >= 1 else 1
+        self._docs_per_call = _documents_per_call(evaluator)
 
     def run(
         self,
@@ -356,7 +354,7 @@ class CorrectiveRAGOrchestrator:
         cap = st.top_k
         calls_left = st.budget.calls_left(st.usage.total) if st.budget else None
         if calls_left is not None:
-            cap = min(cap, calls_left * self._docs_per_call)
+            cap = min(cap, self._docs_within(calls_left))
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
@@ -389,6 +387,12 @@ class CorrectiveRAGOrchestrator:
             bins = {Decision.KEEP: step.kept, Decision.DROP: step.dropped}
             bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
         return step
+
+    def _docs_within(self, calls_left: int) -> int:
+        """How many documents the evaluator can judge in ``calls_left`` LLM calls."""
+        if self._docs_per_call is None:
+            return MAX_TOP_K * 100  # the evaluator makes no LLM calls: the budget does not cap it
+        return calls_left * self._docs_per_call
 
     def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
         """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict."""
@@ -425,7 +429,7 @@ class CorrectiveRAGOrchestrator:
         strips: tuple[Strip, ...] = ()
         if self.refine and documents and not st.spent():
             calls_left = st.budget.calls_left(st.usage.total) if st.budget else None
-            cap = None if calls_left is None else calls_left * self._docs_per_call
+            cap = None if calls_left is None else self._docs_within(calls_left)
             refinement = refine(
                 st.question,
                 documents,
@@ -451,6 +455,20 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
+
+
+def _documents_per_call(evaluator: Evaluator) -> int | None:
+    """Read the evaluator's ``documents_per_call`` (``None``: it makes no LLM calls).
+
+    An evaluator that does not say is assumed to make one call per document: the cautious reading
+    of a call budget.
+    """
+    per_call = getattr(evaluator, "documents_per_call", 1)
+    if per_call is None:
+        return None
+    if isinstance(per_call, bool) or not isinstance(per_call, int) or per_call < 1:
+        raise ConfigError(f"evaluator.documents_per_call must be an int >= 1 or None: {per_call!r}")
+    return per_call
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

@@ -111,6 +111,22 @@ def test_call_budget_counts_batched_documents() -> None:
     assert 4 == result.usage.total.llm_calls
 
 
+def test_call_budget_does_not_cap_an_evaluator_without_llm_calls() -> None:
+    """An evaluator declaring documents_per_call=None (no LLM calls) judges a full top_k."""
+    evaluator = ScriptedEvaluator({}, documents_per_call=None)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS),
+        evaluator,
+        ScriptedRewriter(["largest moon planet"]),
+        top_k=5,
+        max_iterations=2,
+        budget=Budget(max_llm_calls=2),
+    )
+    result = orch.run(QUESTION)
+    assert [5, 5] == [len(r.verdicts) for r in result.history]
+    assert 1 == result.usage.total.llm_calls
+
+
 def test_token_and_time_budgets_stop_before_the_next_phase() -> None:
     """A spent token budget stops before the rewrite; a spent time budget before any work."""
     orch, _, _, rewriter = make(top_k=2, budget=Budget(max_tokens=100))

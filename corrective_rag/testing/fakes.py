@@ -91,7 +91,8 @@ class ScriptedEvaluator:
     batching LLM evaluator, so budgets can be tested.
 
     Attributes:
-        documents_per_call: documents judged per LLM call (read by the orchestrator's budget).
+        documents_per_call: documents judged per LLM call (read by the orchestrator's budget);
+            ``None`` for an evaluator that makes no LLM calls (like a local one): no usage.
         calls: how many times :meth:`evaluate` ran.
         evaluated: every ``(question, document id)`` pair judged, in order.
     """
@@ -102,10 +103,10 @@ class ScriptedEvaluator:
         *,
         default: Script = 0.0,
         confidence: float = 0.9,
-        documents_per_call: int = 1,
+        documents_per_call: int | None = 1,
         usage_per_call: Usage = EVALUATE_CALL,
     ) -> None:
-        if documents_per_call < 1:
+        if documents_per_call is not None and documents_per_call < 1:
             raise ConfigError(f"documents_per_call must be >= 1, got {documents_per_call}")
         if not 0.0 <= confidence <= 1.0:
             raise ConfigError(f"confidence must be in 0..1, got {confidence}")
@@ -139,7 +140,8 @@ class ScriptedEvaluator:
             self.evaluated.append((question, doc.id))
             verdicts.append(self._verdict(question, doc))
         usage = Usage()
-        for _ in range(math.ceil(len(documents) / self.documents_per_call)):
+        per_call = self.documents_per_call
+        for _ in range(math.ceil(len(documents) / per_call) if per_call else 0):
             usage = usage + self.usage_per_call
         return Evaluation(tuple(verdicts), usage)
 
