@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.types import Usage
 
-__all__ = ["Budget"]
+__all__ = ["Budget", "documents_per_call"]
 
 
 def _check_limit(name: str, value: object, *, integral: bool) -> None:
@@ -67,3 +68,31 @@ class Budget:
         if self.max_llm_calls is None:
             return None
         return max(0, self.max_llm_calls - usage.llm_calls)
+
+    def documents_left(self, usage: Usage, per_call: int | None) -> int | None:
+        """Documents an evaluator judging ``per_call`` per LLM call may still be sent.
+
+        ``None`` when the budget does not cap them: calls are unlimited, or the evaluator makes
+        no LLM calls (``per_call`` is ``None``).
+        """
+        calls = self.calls_left(usage)
+        if calls is None or per_call is None:
+            return None
+        return calls * per_call
+
+
+def documents_per_call(evaluator: Any) -> int | None:
+    """Read an evaluator's ``documents_per_call`` (``None``: it makes no LLM calls).
+
+    An evaluator that does not say is taken to make one call per document: the cautious reading of
+    a call budget.
+
+    Raises:
+        ConfigError: the attribute is set but is not an int >= 1 or ``None``.
+    """
+    per_call = getattr(evaluator, "documents_per_call", 1)
+    if per_call is None:
+        return None
+    if isinstance(per_call, bool) or not isinstance(per_call, int) or per_call < 1:
+        raise ConfigError(f"evaluator.documents_per_call must be an int >= 1 or None: {per_call!r}")
+    return per_call

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from corrective_rag.budget import Budget
+from corrective_rag.budget import Budget, documents_per_call
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.history import record_fields
@@ -88,6 +88,12 @@ class _Run:
     tried: list[str] = field(default_factory=list)
     usage: PhaseUsage = field(default_factory=PhaseUsage)
     retrieved_sets: list[frozenset[str]] = field(default_factory=list)
+
+    def document_cap(self, per_call: int | None) -> int | None:
+        """Documents the evaluator may still be sent under the call budget (``None``: any)."""
+        if self.budget is None:
+            return None
+        return self.budget.documents_left(self.usage.total, per_call)
 
     def spent(self) -> str | None:
         """Which budget limit is reached, if any."""
@@ -186,7 +192,7 @@ class CorrectiveRAGOrchestrator:
         self.budget = budget
         self.refine = refine
         self.strip_sentences = _check_int("strip_sentences", strip_sentences, 1, 100)
-        self._docs_per_call = _documents_per_call(evaluator)
+        self._docs_per_call = documents_per_call(evaluator)
 
     def run(
         self,
@@ -352,9 +358,8 @@ class CorrectiveRAGOrchestrator:
         k = min(st.top_k + len(st.judged), self.candidate_limit)
         hits = search_queries(retriever, queries, top_k=k, where=st.where)
         cap = st.top_k
-        calls_left = st.budget.calls_left(st.usage.total) if st.budget else None
-        if calls_left is not None:
-            cap = min(cap, self._docs_within(calls_left))
+        left = st.document_cap(self._docs_per_call)
+        cap = cap if left is None else min(cap, left)
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
@@ -387,12 +392,6 @@ class CorrectiveRAGOrchestrator:
             bins = {Decision.KEEP: step.kept, Decision.DROP: step.dropped}
             bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
         return step
-
-    def _docs_within(self, calls_left: int) -> int:
-        """How many documents the evaluator can judge in ``calls_left`` LLM calls."""
-        if self._docs_per_call is None:
-            return MAX_TOP_K * 100  # the evaluator makes no LLM calls: the budget does not cap it
-        return calls_left * self._docs_per_call
 
     def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
         """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict."""
@@ -428,8 +427,7 @@ class CorrectiveRAGOrchestrator:
         documents = [k.document for k in kept]
         strips: tuple[Strip, ...] = ()
         if self.refine and documents and not st.spent():
-            calls_left = st.budget.calls_left(st.usage.total) if st.budget else None
-            cap = None if calls_left is None else self._docs_within(calls_left)
+            cap = st.document_cap(self._docs_per_call)
             refinement = refine(
                 st.question,
                 documents,
@@ -455,20 +453,6 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
-
-
-def _documents_per_call(evaluator: Evaluator) -> int | None:
-    """Read the evaluator's ``documents_per_call`` (``None``: it makes no LLM calls).
-
-    An evaluator that does not say is assumed to make one call per document: the cautious reading
-    of a call budget.
-    """
-    per_call = getattr(evaluator, "documents_per_call", 1)
-    if per_call is None:
-        return None
-    if isinstance(per_call, bool) or not isinstance(per_call, int) or per_call < 1:
-        raise ConfigError(f"evaluator.documents_per_call must be an int >= 1 or None: {per_call!r}")
-    return per_call
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

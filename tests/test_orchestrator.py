@@ -386,3 +386,11 @@ def test_history_invariants_hold_for_any_script(
     assert set(result.kept_ids) == {i for rec in result.history for i in rec.kept_ids}
     if calls is not None:
         assert result.usage.total.llm_calls <= calls
+
+
+def test_bad_documents_per_call_raises_config_error() -> None:
+    """An evaluator declaring a nonsensical documents_per_call is refused at construction."""
+    evaluator = ScriptedEvaluator({})
+    evaluator.documents_per_call = 0
+    with pytest.raises(ConfigError, match="documents_per_call"):
+        CorrectiveRAGOrchestrator(ListRetriever(CORPUS), evaluator, ScriptedRewriter([]))
