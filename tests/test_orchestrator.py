@@ -394,3 +394,23 @@ def test_bad_documents_per_call_raises_config_error() -> None:
     evaluator.documents_per_call = 0
     with pytest.raises(ConfigError, match="documents_per_call"):
         CorrectiveRAGOrchestrator(ListRetriever(CORPUS), evaluator, ScriptedRewriter([]))
+
+
+def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
+    """A rewriter raising an LLM error ends with REWRITE_FAILED; a failing generator abstains."""
+
+    class Down:
+        def rewrite(self, request: object) -> object:
+            raise LLMTransportError("connection reset")
+
+        def generate(self, question: str, documents: Sequence[Document]) -> object:
+            raise LLMTransportError("connection reset")
+
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS), ScriptedEvaluator({"p0": 0.9}), Down(), generator=Down(), top_k=2
+    )
+    result = orch.run(QUESTION)
+    assert StopReason.REWRITE_FAILED == result.stop_reason
+    assert "connection reset" in result.stop_detail
+    assert result.answer is not None and result.answer.abstained
+    assert ("p0",) == result.kept_ids
