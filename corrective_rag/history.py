@@ -42,7 +42,10 @@ def result_to_json(result: RunResult, *, indent: int | None = None) -> str:
     """Serialise a run result to JSON (one line unless ``indent`` is given)."""
     if not isinstance(result, RunResult):
         raise InputError(f"expected a RunResult, got {type(result).__name__}")
-    return json.dumps(to_dict(result), ensure_ascii=False, indent=indent, allow_nan=False)
+    try:
+        return json.dumps(to_dict(result), ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError as exc:  # NaN or infinity somewhere: JSON cannot hold it exactly
+        raise InputError(f"run result {result.run_id!r} cannot be written as JSON: {exc}") from exc
 
 
 def result_from_json(text: str) -> RunResult:

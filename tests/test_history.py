@@ -1,3 +1,4 @@
+import dataclasses
 import json
 from pathlib import Path
 
@@ -73,6 +74,13 @@ def test_bad_json_raises_input_error() -> None:
         result_from_json("{not json")
     with pytest.raises(InputError, match="run_id"):
         result_from_json(json.dumps({"question": "q"}))
+
+
+def test_non_finite_numbers_raise_input_error() -> None:
+    """A result holding NaN cannot be written exactly, so writing it raises InputError."""
+    result = dataclasses.replace(run({"t0": 0.9}), seconds=float("nan"))
+    with pytest.raises(InputError, match="JSON"):
+        result_to_json(result)
 
 
 def test_store_appends_lists_and_gets(tmp_path: Path) -> None:
