@@ -269,3 +269,16 @@ def test_base_url_gets_v1_when_bare():
     """A bare host URL is completed with /v1; a URL with a path is kept."""
     assert "http://h:1/v1/chat/completions" == OpenAIChatClient("http://h:1", "m").url
     assert "http://h:1/api/chat/completions" == OpenAIChatClient("http://h:1/api/", "m").url
+
+
+def test_structured_fallback_is_thread_safe():
+    """Parallel calls to a server rejecting json_schema all succeed and settle on json_object."""
+    with ScriptedLLMServer(
+        reply=lambda r: "{}", reject_formats={"json_schema"}, latency=0.05
+    ) as srv:
+        client, _ = make(srv, max_concurrency=4)
+        results = client.complete_many([HELLO] * 8, json_schema=SCHEMA)
+        late = client.complete(HELLO, json_schema=SCHEMA)
+    assert ["{}"] * 8 == [r.text for r in results]
+    assert "json_object" == client.structured_mode
+    assert "{}" == late.text
