@@ -47,7 +47,7 @@ def _strip(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
-    """chromadb's argument errors (a bad ``where``) become InputError; others a StoreError."""
+    """Map chromadb's argument errors (a bad ``where``) to InputError, others to StoreError."""
     # chromadb is imported lazily, so its error classes are recognised by module, not imported
     if isinstance(exc, ValueError) or type(exc).__module__.startswith("chromadb.errors"):
         return InputError(f"invalid metadata filter {where!r}: {exc}")

@@ -25,16 +25,17 @@ from corrective_rag.store.persist import bm25_path
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 
-CORPUS = [
-    Document("py", "Python is a programming language with dynamic typing.", {"kind": "lang", "year": 1991}),
-    Document("rs", "Rust is a systems programming language focused on memory safety.", {"kind": "lang", "year": 2015}),
-    Document("cat", "The domestic cat is a small carnivorous mammal.", {"kind": "animal", "year": 0}),
-    Document("owl", "Owls are nocturnal birds of prey with silent flight.", {"kind": "animal", "year": 0}),
-    Document("tea", "Green tea is brewed from unoxidised leaves.", {"kind": "food", "year": 0}),
-    Document("bread", "Sourdough bread rises with wild yeast and bacteria.", {"kind": "food", "year": 0}),
-    Document("moon", "The Moon orbits the Earth every 27 days.", {"kind": "space", "year": 0}),
-    Document("mars", "Mars is the fourth planet, red with iron oxide dust.", {"kind": "space", "year": 0}),
+ROWS = [
+    ("py", "Python is a programming language with dynamic typing.", "lang", 1991),
+    ("rs", "Rust is a systems programming language focused on memory safety.", "lang", 2015),
+    ("cat", "The domestic cat is a small carnivorous mammal.", "animal", 0),
+    ("owl", "Owls are nocturnal birds of prey with silent flight.", "animal", 0),
+    ("tea", "Green tea is brewed from unoxidised leaves.", "food", 0),
+    ("bread", "Sourdough bread rises with wild yeast and bacteria.", "food", 0),
+    ("moon", "The Moon orbits the Earth every 27 days.", "space", 0),
+    ("mars", "Mars is the fourth planet, red with iron oxide dust.", "space", 0),
 ]
+CORPUS = [Document(i, text, {"kind": kind, "year": year}) for i, text, kind, year in ROWS]
 
 
 class CountingEmbedder:
@@ -129,7 +130,7 @@ def test_duplicate_and_existing_ids_write_nothing(store: HybridStore) -> None:
     assert [] == store.get(["new"])
 
 
-def test_upsert_with_unchanged_text_does_not_re_embed(embedder: SentenceTransformerEmbedder) -> None:
+def test_upsert_with_unchanged_text_does_not_re_embed(embedder) -> None:
     """Upserting identical text only updates metadata; changed text is embedded once."""
     counting = CountingEmbedder(embedder)
     with HybridStore.in_memory(embedder=counting) as s:
@@ -138,13 +139,14 @@ def test_upsert_with_unchanged_text_does_not_re_embed(embedder: SentenceTransfor
         s.upsert([Document("cat", CORPUS[2].text, {"kind": "pet"})])
         assert len(CORPUS) == counting.texts_embedded
         assert {"kind": "pet"} == dict(s.get(["cat"])[0].metadata)
-        s.upsert([Document("cat", "Cats purr and chase mice.", {"kind": "pet"}), Document("z", "Zebras.")])
+        changed = Document("cat", "Cats purr and chase mice.", {"kind": "pet"})
+        s.upsert([changed, Document("z", "Zebras.")])
         assert len(CORPUS) + 2 == counting.texts_embedded
         assert "cat" == s.search("purr mice", leg="bm25")[0].document.id
 
 
 def test_delete_get_ids_and_idf(store: HybridStore) -> None:
-    """Deletes remove documents from both legs; get keeps the asked order; idf follows the corpus."""
+    """Deletes reach both legs; get keeps the asked order; idf follows the corpus."""
     assert store.idf("programming") > store.idf("nonexistentword") == 0.0
     assert 0.0 == store.idf("the")
     with pytest.raises(InputError):
@@ -177,7 +179,7 @@ def test_second_writer_is_locked_out(tmp_path, embedder) -> None:
 
 
 def test_mismatched_bm25_side_is_repaired_and_logged(tmp_path, embedder) -> None:
-    """A BM25 file with a stale stamp or missing ids is rebuilt from chroma at open, with a log line."""
+    """A BM25 file with missing ids is rebuilt from chroma at open, with a log line."""
     directory = tmp_path / "db"
     with HybridStore.open(directory, embedder=embedder) as s:
         s.add(CORPUS)
