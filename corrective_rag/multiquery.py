@@ -1,0 +1,49 @@
+"""Search several queries at once and fuse their rankings (reciprocal rank fusion).
+
+The loop searches the user's original question in every iteration, and from the second on also
+the current rewrite; fusing the two keeps the question's best hits in play while the rewrite
+brings new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corrective_rag.protocols import Retriever
+from corrective_rag.store.fusion import reciprocal_rank_fusion
+from corrective_rag.types import Document, Hit, LegScore
+
+__all__ = ["QUERY_LEGS", "search_queries"]
+
+QUERY_LEGS = ("question", "rewrite")  # leg names recorded on fused hits, in query order
+
+
+def search_queries(
+    retriever: Retriever,
+    queries: Sequence[str],
+    *,
+    top_k: int,
+    where: Mapping[str, Any] | None = None,
+) -> list[Hit]:
+    """Search each query for ``top_k`` hits and fuse the lists, best first.
+
+    With one query its hits come back unchanged. With two, each fused hit carries the RRF score,
+    its fused rank, and one :class:`LegScore` per query that found it (``question`` /
+    ``rewrite``, with the retriever's own rank and score for that query).
+    """
+    lists = [retriever.retrieve(q, top_k=top_k, where=where) for q in queries]
+    if len(lists) == 1:
+        return list(lists[0])
+    docs: dict[str, Document] = {}
+    legs: dict[str, list[LegScore]] = {}
+    names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(lists) + 1))]
+    for name, hits in zip(names, lists, strict=False):
+        for hit in hits:
+            docs.setdefault(hit.document.id, hit.document)
+            legs.setdefault(hit.document.id, []).append(LegScore(name, hit.rank, hit.score))
+    fused = reciprocal_rank_fusion([[h.document.id for h in hits] for hits in lists])
+    return [
+        Hit(docs[doc_id], score, rank, tuple(legs[doc_id]))
+        for rank, (doc_id, score) in enumerate(fused, start=1)
+    ]

@@ -1,0 +1,459 @@
+"""The corrective loop: retrieve -> evaluate -> filter -> (fallback) -> rewrite -> repeat.
+
+:class:`CorrectiveRAGOrchestrator` wires injected components (protocols only) into the loop and
+returns a frozen :class:`~corrective_rag.types.RunResult` with one
+:class:`~corrective_rag.types.IterationRecord` per iteration. The user's question is never
+replaced: every iteration searches it (fused with the current rewrite) and every verdict is
+judged against it. Caps end the loop with a :class:`~corrective_rag.types.StopReason`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from corrective_rag.budget import Budget, documents_per_call
+from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
+from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
+from corrective_rag.history import record_fields
+from corrective_rag.multiquery import search_queries
+from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
+from corrective_rag.refine import recompose, refine
+from corrective_rag.types import (
+    Answer,
+    CragAction,
+    Document,
+    FallbackMode,
+    Hit,
+    IterationRecord,
+    Judged,
+    KeptDocument,
+    PhaseUsage,
+    Retrieved,
+    Rewrite,
+    RewriteRequest,
+    RunResult,
+    StopReason,
+    Strip,
+    Usage,
+    Verdict,
+)
+
+__all__ = ["ABSTAIN_TEXT", "MAX_QUERY_BYTES", "CorrectiveRAGOrchestrator"]
+
+log = structlog.get_logger(__name__)
+
+MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
+MAX_TOP_K = 1000  # more documents per iteration than any evaluator should judge in one go
+MAX_ITERATIONS = 100  # a loop this long is a configuration mistake, not a search strategy
+ABSTAIN_TEXT = "No relevant documents were found, so no answer is given."
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{name} must be an int in {low}..{high}, got {value!r}")
+    return value
+
+
+def _check_question(question: object) -> str:
+    if not isinstance(question, str):
+        raise InputError(f"question must be a string, got {type(question).__name__}")
+    if not question.strip():
+        raise InputError("question is empty or only whitespace")
+    if "\x00" in question:
+        raise InputError("question contains NUL characters")
+    if len(question.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
+        raise InputError(f"question longer than {MAX_QUERY_BYTES} bytes")
+    return question
+
+
+@dataclass(slots=True)
+class _Run:
+    """Mutable state of one run (private; the result is frozen)."""
+
+    question: str
+    where: Mapping[str, Any] | None
+    top_k: int
+    budget: Budget | None
+    started: float
+    judged: dict[str, Verdict] = field(default_factory=dict)
+    judged_docs: list[Judged] = field(default_factory=list)
+    kept: dict[str, KeptDocument] = field(default_factory=dict)
+    tried: list[str] = field(default_factory=list)
+    usage: PhaseUsage = field(default_factory=PhaseUsage)
+    retrieved_sets: list[frozenset[str]] = field(default_factory=list)
+
+    def document_cap(self, per_call: int | None) -> int | None:
+        """Documents the evaluator may still be sent under the call budget (``None``: any)."""
+        if self.budget is None:
+            return None
+        return self.budget.documents_left(self.usage.total, per_call)
+
+    def spent(self) -> str | None:
+        """Which budget limit is reached, if any."""
+        if self.budget is None:
+            return None
+        return self.budget.exhausted(self.usage.total, time.perf_counter() - self.started)
+
+
+@dataclass(slots=True)
+class _Step:
+    """What one source (local or fallback) contributed to an iteration."""
+
+    hits: list[Hit]
+    skipped: list[str]
+    verdicts: list[Verdict]
+    kept: list[str]
+    dropped: list[str]
+    ungraded: list[str]
+    usage: Usage
+    ranks: dict[str, int]
+    docs: dict[str, Document]
+
+
+class CorrectiveRAGOrchestrator:
+    """Run the corrective RAG loop over injected components.
+
+    Args:
+        retriever: the main corpus.
+        evaluator: judges documents against the original question.
+        rewriter: proposes the next query from the evaluator's feedback.
+        generator: writes the final answer from kept documents; ``None``: no answer.
+        fallback: a second source (another corpus, a web-search API) used when an iteration's
+            CRAG action is *ambiguous* (supplements) or *incorrect* (replaces the local results).
+        policy: a :class:`FilterPolicy` or a preset name (``general``, ``medical``, ``legal``,
+            ``ecommerce``).
+        max_iterations: iteration cap (1..100).
+        top_k: new documents judged per iteration and source (1..1000).
+        min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``.
+        budget: limits on LLM calls, tokens, cost and seconds; ``None``: unlimited.
+        refine: decompose kept documents into strips and keep the relevant ones (CRAG).
+        strip_sentences: sentences per strip when refining.
+        candidate_limit: most candidates asked of a retriever per query, when looking past
+            documents already judged (>= ``top_k``).
+
+    Raises:
+        ConfigError: on any invalid argument, before any work is done.
+    """
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        evaluator: Evaluator,
+        rewriter: Rewriter,
+        *,
+        generator: Generator | None = None,
+        fallback: Retriever | None = None,
+        policy: FilterPolicy | str = "general",
+        max_iterations: int = 3,
+        top_k: int = 5,
+        min_relevant: int | None = None,
+        budget: Budget | None = None,
+        refine: bool = False,
+        strip_sentences: int = 1,
+        candidate_limit: int = 200,
+    ) -> None:
+        for name, obj, proto in (
+            ("retriever", retriever, Retriever),
+            ("evaluator", evaluator, Evaluator),
+            ("rewriter", rewriter, Rewriter),
+        ):
+            if not isinstance(obj, proto):
+                raise ConfigError(f"{name} must implement {proto.__name__}, got {obj!r}")
+        if generator is not None and not isinstance(generator, Generator):
+            raise ConfigError(f"generator must implement Generator, got {generator!r}")
+        if fallback is not None and not isinstance(fallback, Retriever):
+            raise ConfigError(f"fallback must implement Retriever, got {fallback!r}")
+        if isinstance(policy, str):
+            policy = get_policy(policy)
+        if not isinstance(policy, FilterPolicy):
+            raise ConfigError(f"policy must be a FilterPolicy or preset name, got {policy!r}")
+        if min_relevant is not None:
+            policy = replace(policy, min_relevant=_check_int("min_relevant", min_relevant, 1, 1000))
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigError(f"budget must be a Budget or None, got {budget!r}")
+        if not isinstance(refine, bool):
+            raise ConfigError(f"refine must be a bool, got {refine!r}")
+        self.retriever = retriever
+        self.evaluator = evaluator
+        self.rewriter = rewriter
+        self.generator = generator
+        self.fallback = fallback
+        self.policy = policy
+        self.max_iterations = _check_int("max_iterations", max_iterations, 1, MAX_ITERATIONS)
+        self.top_k = _check_int("top_k", top_k, 1, MAX_TOP_K)
+        self.candidate_limit = _check_int("candidate_limit", candidate_limit, top_k, 100_000)
+        self.budget = budget
+        self.refine = refine
+        self.strip_sentences = _check_int("strip_sentences", strip_sentences, 1, 100)
+        self._docs_per_call = documents_per_call(evaluator)
+
+    def run(
+        self,
+        question: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        top_k: int | None = None,
+        max_iterations: int | None = None,
+        budget: Budget | None = None,
+    ) -> RunResult:
+        """Run the loop for ``question``; per-call ``None`` falls back to the constructor's value.
+
+        Raises:
+            InputError: the question is not a non-empty string of at most 1 MiB.
+            ConfigError: an override is out of range.
+        """
+        question = _check_question(question)
+        if where is not None and not isinstance(where, Mapping):
+            raise ConfigError(f"where must be a mapping or None, got {where!r}")
+        top_k = self.top_k if top_k is None else _check_int("top_k", top_k, 1, MAX_TOP_K)
+        if top_k > self.candidate_limit:
+            raise ConfigError(f"top_k {top_k} above candidate_limit {self.candidate_limit}")
+        iterations = self.max_iterations
+        if max_iterations is not None:
+            iterations = _check_int("max_iterations", max_iterations, 1, MAX_ITERATIONS)
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigError(f"budget must be a Budget or None, got {budget!r}")
+        budget = budget if budget is not None else self.budget
+        where = where or None  # an empty filter means none (chromadb refuses an empty where)
+
+        run_id = uuid.uuid4().hex
+        started_at = datetime.now(timezone.utc).isoformat()
+        st = _Run(question, where, top_k, budget, time.perf_counter(), tried=[question])
+        rlog = log.bind(run_id=run_id)
+        rlog.info(
+            "run_started",
+            question=question,
+            policy=self.policy.name,
+            max_iterations=iterations,
+            top_k=top_k,
+        )
+        history: list[IterationRecord] = []
+        query = question
+        stop, detail = StopReason.ITERATION_CAP, f"reached max_iterations={iterations}"
+        for index in range(1, iterations + 1):
+            spent = st.spent()
+            if spent:
+                stop, detail = StopReason.BUDGET_EXHAUSTED, f"before iteration {index}: {spent}"
+                break
+            record, ended = self._iterate(st, index, query, last=index == iterations)
+            history.append(record)
+            rlog.info("iteration_finished", **record_fields(record))
+            if ended is not None:
+                stop, detail = ended
+                break
+            if record.rewrite is not None and record.rewrite.query is not None:
+                query = record.rewrite.query
+                st.tried.append(query)
+
+        kept = sorted(st.kept.values(), key=_kept_order)
+        strips, answer = self._answer(st, kept)
+        result = RunResult(
+            run_id=run_id,
+            question=question,
+            final_query=query,
+            kept=tuple(kept),
+            stop_reason=stop,
+            stop_detail=detail,
+            history=tuple(history),
+            usage=st.usage,
+            seconds=time.perf_counter() - st.started,
+            policy=self.policy.to_dict(),
+            answer=answer,
+            strips=strips,
+            started_at=started_at,
+        )
+        rlog.info(
+            "run_finished",
+            stop_reason=stop.value,
+            stop_detail=detail,
+            iterations=len(history),
+            kept_ids=list(result.kept_ids),
+            llm_calls=st.usage.total.llm_calls,
+            tokens=st.usage.total.total_tokens,
+            cost_usd=st.usage.total.cost_usd,
+            seconds=result.seconds,
+        )
+        return result
+
+    # -- one iteration ---------------------------------------------------------------------
+
+    def _iterate(
+        self, st: _Run, index: int, query: str, *, last: bool
+    ) -> tuple[IterationRecord, tuple[StopReason, str] | None]:
+        t0 = time.perf_counter()
+        searched = tuple(dict.fromkeys((st.question, query)))
+        local = self._step(st, self.retriever, searched)
+        steps = [local]
+        action = crag_action(local.verdicts, self.policy)
+        mode = None
+        if self.fallback is not None and action is not CragAction.CORRECT and not st.spent():
+            replaced = action is CragAction.INCORRECT
+            mode = FallbackMode.REPLACED if replaced else FallbackMode.SUPPLEMENTED
+            if replaced:
+                # CRAG's "incorrect": the local results are discarded, whatever the filter said
+                local.dropped.extend(local.kept)
+                local.kept.clear()
+            steps.append(self._step(st, self.fallback, searched))
+        for step in steps:
+            for doc_id in step.kept:
+                st.kept.setdefault(
+                    doc_id,
+                    KeptDocument(step.docs[doc_id], st.judged[doc_id], index, step.ranks[doc_id]),
+                )
+        grading = sum((s.usage for s in steps), Usage())
+        ids = frozenset(h.document.id for h in local.hits)
+        new = sum(len(s.verdicts) for s in steps)
+
+        ended: tuple[StopReason, str] | None = None
+        rewrite: Rewrite | None = None
+        if len(st.kept) >= self.policy.min_relevant:
+            ended = (
+                StopReason.ENOUGH_RELEVANT,
+                f"{len(st.kept)} kept >= min_relevant {self.policy.min_relevant}",
+            )
+        elif new == 0:
+            repeat = [i for i, s in enumerate(st.retrieved_sets, start=1) if s == ids]
+            if repeat:
+                why = f"same retrieved set as iteration {repeat[0]}"
+            else:
+                why = "every retrieved document already judged" if ids else "nothing retrieved"
+            ended = (StopReason.NO_PROGRESS, f"no new documents to judge ({why})")
+        elif last:
+            ended = (StopReason.ITERATION_CAP, f"reached max_iterations={index}")
+        elif spent := st.spent():
+            ended = (StopReason.BUDGET_EXHAUSTED, f"before rewrite {index}: {spent}")
+        else:
+            rewrite = self._rewrite(st)
+            st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
+            if rewrite.query is None:
+                ended = (StopReason.REWRITE_FAILED, f"rewrite rejected: {rewrite.rejected}")
+        st.retrieved_sets.append(ids)
+        record = IterationRecord(
+            index=index,
+            query=query,
+            searched=searched,
+            retrieved=tuple(Retrieved.from_hit(h) for s in steps for h in s.hits),
+            skipped_ids=tuple(i for s in steps for i in s.skipped),
+            verdicts=tuple(v for s in steps for v in s.verdicts),
+            kept_ids=tuple(i for s in steps for i in s.kept),
+            dropped_ids=tuple(i for s in steps for i in s.dropped),
+            ungraded_ids=tuple(i for s in steps for i in s.ungraded),
+            action=action,
+            fallback=mode,
+            rewrite=rewrite,
+            usage=PhaseUsage(grading=grading, rewriting=rewrite.usage if rewrite else Usage()),
+            seconds=time.perf_counter() - t0,
+        )
+        return record, ended
+
+    def _step(self, st: _Run, retriever: Retriever, queries: Sequence[str]) -> _Step:
+        """Search one source, skip what was judged, judge up to top_k new documents, filter."""
+        k = min(st.top_k + len(st.judged), self.candidate_limit)
+        hits = search_queries(retriever, queries, top_k=k, where=st.where)
+        cap = st.top_k
+        left = st.document_cap(self._docs_per_call)
+        cap = cap if left is None else min(cap, left)
+        taken: list[Hit] = []
+        skipped: list[str] = []
+        fresh: list[Hit] = []
+        seen: set[str] = set()
+        for hit in hits:
+            if len(fresh) >= cap:
+                break
+            doc_id = hit.document.id
+            if doc_id in seen:
+                continue  # a retriever listing one id twice: its best rank counts
+            seen.add(doc_id)
+            if doc_id in st.judged:
+                skipped.append(doc_id)
+            else:
+                fresh.append(hit)
+            taken.append(hit)
+        docs = {h.document.id: h.document for h in fresh}
+        verdicts: list[Verdict] = []
+        usage = Usage()
+        if fresh:
+            verdicts, usage = self._evaluate(st.question, [h.document for h in fresh])
+        # Charge the run at once, so that a fallback step in this iteration sees this spend.
+        st.usage = st.usage + PhaseUsage(grading=usage)
+        step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs)
+        for hit, verdict in zip(fresh, verdicts, strict=True):
+            doc_id = hit.document.id
+            st.judged[doc_id] = verdict
+            st.judged_docs.append(Judged(hit.document, verdict))
+            step.ranks[doc_id] = hit.rank
+            bins = {Decision.KEEP: step.kept, Decision.DROP: step.dropped}
+            bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
+        return step
+
+    def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
+        """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict."""
+        try:
+            evaluation = self.evaluator.evaluate(question, documents)
+        except (LLMError, VerdictParseError) as exc:
+            error = f"evaluator failed: {exc}"
+            return [Verdict.ungraded(d.id, error) for d in documents], Usage(failed_calls=1)
+        by_id: dict[str, Verdict] = {}
+        for verdict in evaluation.verdicts:
+            by_id.setdefault(verdict.document_id, verdict)
+        missing = "evaluator returned no verdict for this document"
+        verdicts = [by_id.get(d.id) or Verdict.ungraded(d.id, missing) for d in documents]
+        return verdicts, evaluation.usage
+
+    def _rewrite(self, st: _Run) -> Rewrite:
+        request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs))
+        try:
+            rewrite = self.rewriter.rewrite(request)
+        except LLMError as exc:
+            return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
+        if rewrite.query is not None and (
+            not isinstance(rewrite.query, str) or not rewrite.query.strip()
+        ):
+            return replace(rewrite, query=None, rejected="empty rewrite")
+        return rewrite
+
+    # -- after the loop --------------------------------------------------------------------
+
+    def _answer(
+        self, st: _Run, kept: list[KeptDocument]
+    ) -> tuple[tuple[Strip, ...], Answer | None]:
+        documents = [k.document for k in kept]
+        strips: tuple[Strip, ...] = ()
+        if self.refine and documents and not st.spent():
+            cap = st.document_cap(self._docs_per_call)
+            refinement = refine(
+                st.question,
+                documents,
+                self.evaluator,
+                self.policy,
+                sentences=self.strip_sentences,
+                max_strips=cap,
+            )
+            st.usage = st.usage + PhaseUsage(refinement=refinement.usage)
+            strips = refinement.strips
+        if self.generator is None:
+            return strips, None
+        if not documents:
+            return strips, Answer(ABSTAIN_TEXT, abstained=True)
+        spent = st.spent()
+        if spent:
+            text = f"No answer generated: budget exhausted ({spent})."
+            return strips, Answer(text, abstained=True)
+        sources = recompose(strips, documents) if strips else documents
+        try:
+            answer = self.generator.generate(st.question, sources)
+        except LLMError as exc:
+            answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
+        st.usage = st.usage + PhaseUsage(generation=answer.usage)
+        return strips, answer
+
+
+def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:
+    return (-(kept.verdict.score or 0.0), kept.rank, kept.iteration, kept.document.id)

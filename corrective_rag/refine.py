@@ -1,0 +1,117 @@
+"""Knowledge refinement (CRAG decompose-then-recompose).
+
+Kept documents are decomposed into strips (one or a few sentences, with character offsets), each
+strip is judged by the evaluator as a pseudo-document against the original question, and only the
+strips the filter policy keeps are recomposed, in document order, for the generator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide
+from corrective_rag.protocols import Evaluator
+from corrective_rag.types import Document, Strip, Usage, Verdict
+
+__all__ = ["Refinement", "recompose", "refine", "split_strips"]
+
+# A sentence ends at . ! ? (optionally closed by quotes or brackets) followed by whitespace, or at
+# a blank line. Deliberately simple: strips only need to be small, not linguistically exact.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Refinement:
+    """What refinement produced: kept strips in document order, every strip verdict, usage."""
+
+    strips: tuple[Strip, ...]
+    verdicts: tuple[Verdict, ...]
+    usage: Usage
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    out = []
+    for span_start, span_end in spans:
+        # trim surrounding whitespace so that offsets point at the strip's own characters
+        piece = text[span_start:span_end]
+        s = span_start + len(piece) - len(piece.lstrip())
+        e = span_end - (len(piece) - len(piece.rstrip()))
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+def split_strips(document: Document, *, sentences: int = 1) -> list[tuple[int, int]]:
+    """Split a document into ``(start, end)`` character spans of ``sentences`` sentences each."""
+    if isinstance(sentences, bool) or not isinstance(sentences, int) or sentences < 1:
+        raise ConfigError(f"sentences per strip must be an int >= 1, got {sentences!r}")
+    spans = _sentence_spans(document.text)
+    return [
+        (spans[i][0], spans[min(i + sentences, len(spans)) - 1][1])
+        for i in range(0, len(spans), sentences)
+    ]
+
+
+def refine(
+    question: str,
+    documents: Sequence[Document],
+    evaluator: Evaluator,
+    policy: FilterPolicy,
+    *,
+    sentences: int = 1,
+    max_strips: int | None = None,
+) -> Refinement:
+    """Judge the strips of ``documents`` against ``question``; keep those ``policy`` keeps.
+
+    Args:
+        question: the user's original question.
+        documents: the kept documents, best first.
+        evaluator: judges strips as pseudo-documents (ids ``strip-N``).
+        policy: decides which strips are kept.
+        sentences: sentences per strip.
+        max_strips: send at most this many strips (budget cap); the rest are not judged.
+    """
+    pieces: list[tuple[Document, int, int]] = [
+        (doc, s, e) for doc in documents for s, e in split_strips(doc, sentences=sentences)
+    ]
+    if max_strips is not None:
+        pieces = pieces[: max(0, max_strips)]
+    if not pieces:
+        return Refinement((), (), Usage())
+    pseudo = [
+        Document(f"strip-{n}", doc.text[s:e], {"source_id": doc.id, "start": s, "end": e})
+        for n, (doc, s, e) in enumerate(pieces)
+    ]
+    evaluation = evaluator.evaluate(question, pseudo)
+    by_id = {v.document_id: v for v in evaluation.verdicts}
+    verdicts = []
+    strips = []
+    for strip_doc, (doc, s, e) in zip(pseudo, pieces, strict=True):
+        verdict = by_id.get(strip_doc.id) or Verdict.ungraded(
+            strip_doc.id, "evaluator returned no verdict for this strip"
+        )
+        verdicts.append(verdict)
+        if decide(verdict, policy) is Decision.KEEP and verdict.score is not None:
+            strips.append(Strip(doc.id, s, e, doc.text[s:e], verdict.score))
+    order = {doc.id: i for i, doc in enumerate(documents)}
+    strips.sort(key=lambda st: (order[st.document_id], st.start))
+    return Refinement(tuple(strips), tuple(verdicts), evaluation.usage)
+
+
+def recompose(strips: Sequence[Strip], documents: Sequence[Document]) -> list[Document]:
+    """Join each document's kept strips into one document with the source id (for citation)."""
+    out = []
+    for doc in documents:
+        texts = [st.text for st in strips if st.document_id == doc.id]
+        if texts:
+            out.append(Document(doc.id, " ... ".join(texts), doc.metadata))
+    return out
