@@ -1,0 +1,106 @@
+import csv
+import json
+
+import pytest
+from runs_helpers import make_result
+
+from corrective_rag.errors import InputError, LLMTimeoutError
+from corrective_rag.report import (
+    CSV_FIELDS,
+    diff_iterations,
+    diff_runs,
+    export_csv,
+    find_record,
+    format_table,
+    list_runs,
+    render_kept,
+    render_run,
+)
+from corrective_rag.results import error_line, latest_records, ok_line, read_results
+from corrective_rag.types import StopReason
+
+
+@pytest.fixture
+def results_file(tmp_path):
+    path = tmp_path / "r.jsonl"
+    lines = [
+        error_line("b", "the b question", LLMTimeoutError("read timed out"), 0.2),
+        ok_line(
+            "a", "the a question", make_result("the a question", kept_per_iteration=(1, 2)), 1.5
+        ),
+        ok_line(
+            "b",
+            "the b question",
+            make_result(
+                "the b question", kept_per_iteration=(0, 1, 1), stop=StopReason.ITERATION_CAP
+            ),
+            2.5,
+        ),
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_latest_records_keep_the_last_line_of_each_id(results_file):
+    """A rerun's ok line replaces the earlier error line of the same id."""
+    records = latest_records(read_results(results_file))
+    assert [("b", "ok"), ("a", "ok")] == [(r.id, r.status) for r in records]
+
+
+def test_format_table_aligns_columns():
+    """Text columns are left-aligned and numeric columns right-aligned under a rule."""
+    assert " n  name\n--  ----\n 1  ab\n10  c" == format_table(
+        ["n", "name"], [[1, "ab"], [10, "c"]]
+    )
+
+
+def test_render_run_shows_each_iteration_and_the_stop_reason(results_file):
+    """The run table has one row per iteration, the rewrites, and the stop reason."""
+    rec = find_record(read_results(results_file), "b")
+    text = render_run(rec.result)
+    rows = [line.strip() for line in text.splitlines() if line.strip()[:1].isdigit()]
+    assert ["1", "2", "3"] == [row.split()[0] for row in rows]
+    assert "it 1: -> the b question rewrite 1" in text
+    assert "stop: iteration_cap" in text
+    assert "kept 2 documents in 3 iterations" in text
+    assert "text of" in render_kept(rec.result)
+
+
+def test_list_runs_shows_errors_and_results(results_file):
+    """Listing all lines shows the error with its type and the ok runs with their stop reason."""
+    text = list_runs(read_results(results_file))
+    assert "LLMTimeoutError: read timed out" in text
+    assert 2 == text.count("enough_relevant") + text.count("iteration_cap")
+
+
+def test_diff_iterations_reports_query_and_kept_changes(results_file):
+    """Diffing iterations 1 and 2 shows the rewritten query and what each kept."""
+    res = find_record(read_results(results_file), "a").result
+    text = diff_iterations(res, 1, 2)
+    assert "'the a question' -> 'the a question rewrite 1'" in text
+    assert f"kept in 2: {', '.join(res.history[1].kept_ids)}" in text
+    with pytest.raises(InputError, match=r"iterations 1\.\.2, not 5"):
+        diff_iterations(res, 1, 5)
+
+
+def test_diff_runs_names_kept_documents_on_each_side(results_file):
+    """Two runs of different questions are diffed with a note and their kept sets."""
+    records = read_results(results_file)
+    a, b = find_record(records, "a").result, find_record(records, "b").result
+    text = diff_runs(a, b)
+    assert "note: different questions" in text
+    assert f"kept only by {a.run_id}: {', '.join(a.kept_ids)}" in text
+    with pytest.raises(InputError, match="no run with id 'zz'"):
+        find_record(records, "zz")
+
+
+def test_export_csv_writes_one_row_per_iteration(results_file, tmp_path):
+    """The CSV has the documented header and 2 + 3 iteration rows (errors have none)."""
+    out = tmp_path / "x" / "it.csv"
+    assert 5 == export_csv(latest_records(read_results(results_file)), out)
+    rows = list(csv.DictReader(out.open()))
+    assert list(CSV_FIELDS) == list(rows[0].keys())
+    assert [("b", "1"), ("b", "2"), ("b", "3"), ("a", "1"), ("a", "2")] == [
+        (r["id"], r["iteration"]) for r in rows
+    ]
+    assert "the b question rewrite 1" == rows[0]["rewrite_query"]
