@@ -8,7 +8,6 @@ module reads no environment variables: the CLI passes in what it read.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
+from corrective_rag.jsonl import iter_jsonl
 from corrective_rag.types import Document, RunResult
 
 __all__ = ["Options", "beir_documents", "check_reachable", "open_store", "orchestrator"]
@@ -131,21 +131,16 @@ def beir_documents(path: str | os.PathLike[str]) -> list[Document]:
     if p.is_dir():
         p = p / "corpus.jsonl"
     docs = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}: line {lineno}: not valid JSON ({exc.msg})") from exc
-            title = str(obj.get("title") or "").strip()
-            text = str(obj.get("text") or "").strip()
-            body = f"{title}\n{text}" if title and text else title or text
-            if not body:
-                continue  # BEIR corpora hold a few empty documents; nothing to index
-            meta = {"title": title} if title else {}
-            docs.append(Document(str(obj.get("_id", lineno)), body, meta))
+    for lineno, obj in iter_jsonl(p):
+        if not isinstance(obj, dict):
+            raise InputError(f"{p}: line {lineno}: expected a JSON object")
+        title = str(obj.get("title") or "").strip()
+        text = str(obj.get("text") or "").strip()
+        body = f"{title}\n{text}" if title and text else title or text
+        if not body:
+            continue  # BEIR corpora hold a few empty documents; nothing to index
+        meta = {"title": title} if title else {}
+        docs.append(Document(str(obj.get("_id", lineno)), body, meta))
     return docs
 
 

@@ -34,6 +34,7 @@ from typing import IO, Any, TypeAlias
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.jsonl import iter_jsonl
 from corrective_rag.results import (
     error_line,
     ok_line,
@@ -103,30 +104,23 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
         raise InputError(f"queries file not found: {p}")
     queries: list[Query] = []
     seen: dict[str, int] = {}
-    with p.open(encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            where = f"{p}: line {lineno}"
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict):
-                raise InputError(f"{where}: expected a JSON object")
-            qid = _pick(obj, "id", "_id")
-            if isinstance(qid, int) and not isinstance(qid, bool):
-                qid = str(qid)
-            if not isinstance(qid, str) or not qid.strip():
-                raise InputError(f"{where}: missing or empty 'id'")
-            text = _pick(obj, "query", "text")
-            if not isinstance(text, str) or not text.strip():
-                raise InputError(f"{where}: missing or empty 'query'")
-            if qid in seen:
-                raise InputError(f"{where}: duplicate id {qid!r} (first on line {seen[qid]})")
-            seen[qid] = lineno
-            extra = {k: v for k, v in obj.items() if k not in ("id", "_id", "query", "text")}
-            queries.append(Query(qid, text, lineno, extra))
+    for lineno, obj in iter_jsonl(p):
+        where = f"{p}: line {lineno}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        qid = _pick(obj, "id", "_id")
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str) or not qid.strip():
+            raise InputError(f"{where}: missing or empty 'id'")
+        text = _pick(obj, "query", "text")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{where}: missing or empty 'query'")
+        if qid in seen:
+            raise InputError(f"{where}: duplicate id {qid!r} (first on line {seen[qid]})")
+        seen[qid] = lineno
+        extra = {k: v for k, v in obj.items() if k not in ("id", "_id", "query", "text")}
+        queries.append(Query(qid, text, lineno, extra))
     return queries
 
 
