@@ -163,7 +163,8 @@ def configure_logging(verbose: bool) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # Look sys.stderr up per logger, so a replaced stderr (tests, pagers) is honoured.
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import structlog
 from runs_helpers import make_result
 
 from corrective_rag.cli import main
@@ -13,6 +14,13 @@ from corrective_rag.results import error_line, ok_line
 from corrective_rag.types import StopReason
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """main() configures structlog for the process; give other tests the defaults back."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture
