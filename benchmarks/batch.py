@@ -106,6 +106,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT.json")
     args = parser.parse_args()
+    from corrective_rag.cli import configure_logging
+
+    configure_logging(verbose=False)  # per-iteration log lines would swamp the figures
     levels = tuple(int(x) for x in args.levels.split(","))
     report = run(args.latency_ms, args.queries, levels, args.seed)
     print(json.dumps({k: v["throughput_qps"] for k, v in report["by_concurrency"].items()}))
