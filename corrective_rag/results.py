@@ -1,5 +1,8 @@
 """The results JSONL file of a batch: one line per query, read back for resume, stats and plots.
 
+The readers here also accept the orchestrator's ``HistoryStore`` files (one bare RunResult per
+line), so every ``history`` command works on either.
+
 Each line is one JSON object::
 
     {"id": "q1", "query": "...", "status": "ok", "seconds": 1.2, "result": {...RunResult...}}
@@ -132,6 +135,12 @@ def repair_torn_tail(path: str | os.PathLike[str]) -> int:
 def _decode(obj: Any, lineno: int, where: str) -> ResultRecord:
     if not isinstance(obj, dict):
         raise InputError(f"{where}: line {lineno}: expected a JSON object")
+    if "status" not in obj and "run_id" in obj and "history" in obj:
+        # A HistoryStore line is a bare RunResult: show it under its run id.
+        result = from_dict(RunResult, obj, where=f"{where}: line {lineno}")
+        return ResultRecord(
+            result.run_id, result.question, STATUS_OK, result.seconds, result, line=lineno
+        )
     qid, query, status = obj.get("id"), obj.get("query"), obj.get("status")
     if not isinstance(qid, str) or not qid:
         raise InputError(f"{where}: line {lineno}: missing or empty 'id'")

@@ -104,3 +104,14 @@ def test_export_csv_writes_one_row_per_iteration(results_file, tmp_path):
         (r["id"], r["iteration"]) for r in rows
     ]
     assert "the b question rewrite 1" == rows[0]["rewrite_query"]
+
+
+def test_history_store_lines_read_as_ok_records(tmp_path):
+    """A file of bare RunResult lines (the HistoryStore format) reads as ok records by run id."""
+    from corrective_rag.codec import to_dict
+
+    res = make_result("stored question")
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps(to_dict(res)) + "\n")
+    [rec] = read_results(path)
+    assert (res.run_id, "stored question", res) == (rec.id, rec.query, rec.result)
