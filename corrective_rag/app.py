@@ -107,8 +107,6 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
                 raise InputError(f"GGUF model not found: {opts.local_llm}")
             server = stack.enter_context(LocalLlamaServer(opts.local_llm))
             base_url = server.base_url
-        elif base_url:
-            check_reachable(base_url)
         evaluator, rewriter = _components(opts, store, base_url)
         yield CorrectiveRAGOrchestrator(
             store,

@@ -128,11 +128,13 @@ def _table(result: Any) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one question and print its iteration table, kept documents and usage."""
-    from corrective_rag.app import open_store, orchestrator
+    from corrective_rag.app import check_reachable, open_store, orchestrator
     from corrective_rag.codec import to_dict
     from corrective_rag.report import render_kept
 
     opts = options(args)
+    if opts.llm_url:
+        check_reachable(opts.llm_url)  # before loading the store and the embedding model
     store = open_store(opts)
     with orchestrator(opts, store) as orch:
         result = orch.run(args.question)
@@ -149,11 +151,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
-    from corrective_rag.app import open_store, orchestrator, run_one
+    from corrective_rag.app import check_reachable, open_store, orchestrator, run_one
     from corrective_rag.batch import read_queries, run_batch
 
     opts = options(args)
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
+    if opts.llm_url:
+        check_reachable(opts.llm_url)
     store = open_store(opts)
     with orchestrator(opts, store) as orch:
         summary = run_batch(

@@ -1,5 +1,6 @@
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,14 @@ def results(tmp_path):
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
+
+
+def _dead_url() -> str:
+    """A 127.0.0.1 URL on a port that was free a moment ago: connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 def _one_error_line(err: str) -> str:
@@ -106,6 +115,16 @@ def test_history_export_and_plot(results, tmp_path, capsys):
         (["run", "q", "--store", "{missing}"], 1, "store not found"),
         (["run", "q"], 2, "give --store DIR"),
         (["run", "q", "--store", "{tmp}", "--llm-url", "http://127.0.0.1:9"], 2, "needs --model"),
+        (
+            ["run", "q", "--store", "{tmp}", "--llm-url", "{dead}", "--model", "m"],
+            1,
+            "cannot reach",
+        ),
+        (
+            ["run", "q", "--store", "{tmp}", "--llm-url", "ftp://x", "--model", "m"],
+            1,
+            "cannot reach",
+        ),
         (["batch", "{bad}", "--out", "{tmp}/o.jsonl", "--store", "{tmp}"], 1, "line 2: missing"),
         (["batch", "{missing}", "--out", "{tmp}/o.jsonl", "--store", "{tmp}"], 1, "not found"),
         (["index", "{missing}", "--store", "{tmp}/s"], 1, "no such file or folder"),
@@ -127,6 +146,7 @@ def test_user_errors_print_one_line_and_exit_non_zero(
         "tmp": tmp_path,
         "bad": bad,
         "empty": empty,
+        "dead": _dead_url(),
     }
     assert code == main([a.format(**names) for a in argv])
     assert message in _one_error_line(capsys.readouterr().err)
