@@ -1,0 +1,198 @@
+"""Mapping a model's verdict object, whatever its quirks, onto the one verdict scale (pure).
+
+Models write verdicts in many shapes. These functions accept:
+
+- relevance as a bool, ``"yes"``/``"no"``, ``"true"``/``"false"``, ``1``/``0``, or a label;
+- labels ``high``/``medium``/``low`` and synonyms (``relevant``, ``partially relevant``,
+  ``irrelevant``, ``not relevant``, ...), in any case;
+- scores and confidences as numbers or numeric strings, ``"85%"``, ``"8/10"``, percentages
+  (``85`` -> 0.85), or on a declared 1-10 / 1-5 scale (a ``scale``, ``out_of`` or ``max_score``
+  key in the verdict, which applies to the score only);
+
+and fill what is missing from what is present:
+
+- no score: from the label (high 0.9, medium 0.6, low 0.2), else from ``relevant`` (0.8 / 0.2);
+- no label: from the score (>= 0.7 high, >= 0.4 medium, else low);
+- no ``relevant``: score >= 0.5 (so a lone label high/medium means relevant, low not);
+- no confidence: :data:`DEFAULT_CONFIDENCE` (0.5). We chose "undecided" rather than "sure":
+  a model that never states its confidence should not pass a confidence threshold above 0.5 by
+  default; policies that ignore confidence are unaffected.
+
+A verdict with neither relevance, label nor score cannot be graded: :class:`VerdictParseError`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from corrective_rag.errors import VerdictParseError
+from corrective_rag.types import Relevance, Verdict
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "LABEL_SCORES",
+    "normalise_verdict",
+    "to_label",
+    "to_relevant",
+    "to_unit",
+]
+
+DEFAULT_CONFIDENCE = 0.5
+LABEL_SCORES = {Relevance.HIGH: 0.9, Relevance.MEDIUM: 0.6, Relevance.LOW: 0.2}
+_HIGH_FROM, _MEDIUM_FROM = 0.7, 0.4  # score thresholds that name the label
+_RELEVANT_FROM = 0.5
+
+_TRUE = {"true", "yes", "y", "1", "relevant", "high", "medium", "partially relevant", "partial"}
+_FALSE = {"false", "no", "n", "0", "irrelevant", "not relevant", "low", "none", "not_relevant"}
+_LABELS = {
+    "high": Relevance.HIGH,
+    "highly relevant": Relevance.HIGH,
+    "very relevant": Relevance.HIGH,
+    "relevant": Relevance.HIGH,
+    "fully relevant": Relevance.HIGH,
+    "medium": Relevance.MEDIUM,
+    "moderate": Relevance.MEDIUM,
+    "partial": Relevance.MEDIUM,
+    "partially relevant": Relevance.MEDIUM,
+    "somewhat relevant": Relevance.MEDIUM,
+    "low": Relevance.LOW,
+    "irrelevant": Relevance.LOW,
+    "not relevant": Relevance.LOW,
+    "not_relevant": Relevance.LOW,
+    "none": Relevance.LOW,
+}
+_FRACTION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s*$")
+_PERCENT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*%\s*$")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def to_unit(value: Any, *, scale: float | None = None) -> float | None:
+    """Map a score-like value onto 0..1, or None when it is absent or not a number.
+
+    Args:
+        value: a number, a numeric string, ``"85%"`` or ``"8/10"``.
+        scale: the declared top of the scale (10 for 1-10, 5 for 1-5); None means 0..1, with
+            values in (1, 100] read as percentages.
+
+    Raises:
+        VerdictParseError: a number that fits no scale (negative, above the scale).
+    """
+    if isinstance(value, str):
+        if match := _PERCENT.match(value):
+            value, scale = float(match.group(1)), 100.0
+        elif match := _FRACTION.match(value):
+            value, scale = float(match.group(1)), float(match.group(2))
+    number = _number(value)
+    if number is None:
+        return None
+    if scale is not None and scale > 0 and scale != 1:
+        number = number / scale
+    elif number > 1.0:
+        number = number / 100.0  # an undeclared number above 1 is a percentage
+    if not 0.0 <= number <= 1.0:
+        raise VerdictParseError(f"value {value!r} is outside its scale", raw=str(value))
+    return number
+
+
+def to_relevant(value: Any) -> bool | None:
+    """Read a relevance flag: bools, yes/no, true/false, 1/0 and labels; None when unknown."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    return None
+
+
+def to_label(value: Any) -> Relevance | None:
+    """Read a relevance label in any case or synonym; None when unknown."""
+    if isinstance(value, Relevance):
+        return value
+    if isinstance(value, str):
+        return _LABELS.get(value.strip().lower().replace("-", " "))
+    return None
+
+
+def _label_from_score(score: float) -> Relevance:
+    if score >= _HIGH_FROM:
+        return Relevance.HIGH
+    if score >= _MEDIUM_FROM:
+        return Relevance.MEDIUM
+    return Relevance.LOW
+
+
+def _declared_scale(item: Mapping[str, Any]) -> float | None:
+    for key in ("scale", "out_of", "max_score"):
+        number = _number(item.get(key))
+        if number is not None and number > 0:
+            return number
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "") -> Verdict:
+    """Turn one verdict object from a model into a graded :class:`Verdict`.
+
+    Raises:
+        VerdictParseError: ``item`` holds no usable relevance, label or score.
+    """
+    if not isinstance(item, Mapping):
+        raise VerdictParseError(f"verdict for {document_id!r} is not an object", raw=raw)
+    scale = _declared_scale(item)
+    try:
+        score = to_unit(item.get("score", item.get("relevance_score")), scale=scale)
+        confidence = to_unit(item.get("confidence"))  # a declared scale is the score's
+    except VerdictParseError as exc:
+        raise VerdictParseError(f"verdict for {document_id!r}: {exc}", raw=raw) from None
+    label_value = item.get("label", item.get("relevance"))
+    label = to_label(label_value)
+    relevant = to_relevant(item.get("relevant", item.get("is_relevant")))
+    if relevant is None and label is None:
+        relevant = to_relevant(label_value)
+    if relevant is None and label is None and score is None:
+        raise VerdictParseError(
+            f"verdict for {document_id!r} has no relevance, label or score", raw=raw
+        )
+    if score is None:
+        score = LABEL_SCORES[label] if label is not None else (0.8 if relevant else 0.2)
+    if label is None:
+        label = _label_from_score(score)
+    if relevant is None:
+        relevant = score >= _RELEVANT_FROM
+    return Verdict(
+        document_id=document_id,
+        relevant=relevant,
+        label=label,
+        score=score,
+        confidence=DEFAULT_CONFIDENCE if confidence is None else confidence,
+        reasoning=_text(item.get("reasoning", item.get("reason"))) or "",
+        missing=_text(item.get("missing")),
+    )

