@@ -101,7 +101,7 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
     with contextlib.ExitStack() as stack:
         base_url = opts.llm_url
         if opts.local_llm:
-            from corrective_rag.llm.server import LocalLlamaServer
+            from corrective_rag.llm.local_server import LocalLlamaServer
 
             if not Path(opts.local_llm).is_file():
                 raise InputError(f"GGUF model not found: {opts.local_llm}")
