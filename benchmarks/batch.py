@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -35,16 +36,18 @@ def _queries(n: int, seed: int) -> list:
     ]
 
 
-def run(latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int) -> dict:
-    from corrective_rag.evaluate.llm import LLMEvaluator
-    from corrective_rag.llm.client import OpenAIChatClient
+def run(
+    latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int, keep: str | None = None
+) -> dict:
     from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
-    from corrective_rag.rewrite.llm import LLMRewriter
     from corrective_rag.testing.fakes import ListRetriever
-    from corrective_rag.testing.server import ScriptedLLMServer
 
     from corrective_rag.batch import run_batch
     from corrective_rag.demo import stdlib_documents
+    from corrective_rag.evaluate.llm import LLMEvaluator
+    from corrective_rag.llm.client import OpenAIChatClient
+    from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.testing.server import ScriptedLLMServer
 
     retriever = ListRetriever(stdlib_documents())
     queries = _queries(n_queries, seed)
@@ -73,6 +76,9 @@ def run(latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int) -
                 progress=False,
             )
             wall = time.perf_counter() - start
+            if keep:  # the results file of each level, for `corrective-rag history ...`
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(tmp) / f"c{level}.jsonl", Path(keep) / f"c{level}.jsonl")
             by_level[str(level)] = {
                 "concurrency": level,
                 "wall_seconds": round(wall, 3),
@@ -105,12 +111,13 @@ def main() -> None:
     parser.add_argument("--levels", default="1,2,4,8")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT.json")
+    parser.add_argument("--keep-results", metavar="DIR", help="copy each level's results file here")
     args = parser.parse_args()
     from corrective_rag.cli import configure_logging
 
     configure_logging(verbose=False)  # per-iteration log lines would swamp the figures
     levels = tuple(int(x) for x in args.levels.split(","))
-    report = run(args.latency_ms, args.queries, levels, args.seed)
+    report = run(args.latency_ms, args.queries, levels, args.seed, args.keep_results)
     print(json.dumps({k: v["throughput_qps"] for k, v in report["by_concurrency"].items()}))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -111,6 +111,12 @@ def _kept_panel(ax: Any, results: Sequence[RunResult], xs: Sequence[int]) -> Non
             color=_ITER_COLOURS[(it - 1) % len(_ITER_COLOURS)],
         )
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    targets = {r.policy.get("min_relevant") for r in results}
+    target = targets.pop() if len(targets) == 1 else None
+    if isinstance(target, int) and not isinstance(target, bool):
+        ax.axhline(
+            target, color="#333333", linestyle="--", linewidth=1, label=f"min_relevant = {target}"
+        )
     ax.set_ylabel("relevant documents kept")
     ax.set_title("relevant documents found, by the iteration that found them", loc="left")
     ax.legend(loc="upper left", fontsize=9, frameon=False)
