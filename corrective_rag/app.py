@@ -8,7 +8,6 @@ module reads no environment variables: the CLI passes in what it read.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +16,9 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
-from corrective_rag.jsonl import iter_jsonl
-from corrective_rag.types import Document, RunResult
+from corrective_rag.types import RunResult
 
-__all__ = ["Options", "beir_documents", "check_reachable", "open_store", "orchestrator"]
+__all__ = ["Options", "check_reachable", "open_store", "orchestrator", "run_one"]
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +43,7 @@ class Options:
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
-    """Open the hybrid store named by ``--store`` (or ``--chroma-host``).
+    """Open the hybrid store named by ``--store`` (or ``--chroma-host``); close it after use.
 
     Raises:
         InputError: when the store folder is missing and ``create`` is False.
@@ -55,7 +53,7 @@ def open_store(opts: Options, *, create: bool = False) -> Any:
     path = Path(opts.store or ".")
     if not opts.chroma_host and not create and not path.is_dir():
         raise InputError(f"store not found: {path} (create it with 'corrective-rag index')")
-    from corrective_rag.store import HybridStore  # type: ignore[attr-defined]
+    from corrective_rag.store.hybrid import HybridStore
 
     if opts.chroma_host:
         return HybridStore.connect(opts.chroma_host, opts.chroma_port)
@@ -117,29 +115,6 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
             top_k=opts.top_k,
             min_relevant=opts.min_relevant,
         )
-
-
-def beir_documents(path: str | os.PathLike[str]) -> list[Document]:
-    """Read a BEIR ``corpus.jsonl`` (``_id``, ``title``, ``text``) into documents.
-
-    Raises:
-        InputError: naming the line, for a malformed line or a document without text.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / "corpus.jsonl"
-    docs = []
-    for lineno, obj in iter_jsonl(p):
-        if not isinstance(obj, dict):
-            raise InputError(f"{p}: line {lineno}: expected a JSON object")
-        title = str(obj.get("title") or "").strip()
-        text = str(obj.get("text") or "").strip()
-        body = f"{title}\n{text}" if title and text else title or text
-        if not body:
-            continue  # BEIR corpora hold a few empty documents; nothing to index
-        meta = {"title": title} if title else {}
-        docs.append(Document(str(obj.get("_id", lineno)), body, meta))
-    return docs
 
 
 def run_one(orch: Any) -> Any:

@@ -79,24 +79,25 @@ def results_path(text: str) -> Path:
     return path
 
 
-def _is_beir(path: Path) -> bool:
-    return (path.is_dir() and (path / "corpus.jsonl").is_file()) or path.name == "corpus.jsonl"
+def _beir_corpus(path: Path) -> Path | None:
+    """``corpus.jsonl`` of a BEIR folder (not its queries.jsonl), or None for other paths."""
+    if path.is_dir() and (path / "corpus.jsonl").is_file():
+        return path / "corpus.jsonl"
+    return path if path.name == "corpus.jsonl" else None
 
 
 def _documents(args: argparse.Namespace) -> list[Any]:
-    from corrective_rag.app import beir_documents
+    from corrective_rag.store.loaders import load_documents
 
-    if args.overlap < 0 or args.overlap >= args.chunk_tokens:
-        raise ConfigError(f"--overlap must be in 0..{args.chunk_tokens - 1}, got {args.overlap}")
     paths = [Path(p) for p in args.paths]
     for path in paths:
         if not path.exists():
             raise InputError(f"no such file or folder: {path}")
-    docs = [d for p in paths if _is_beir(p) for d in beir_documents(p)]
-    files = [p for p in paths if not _is_beir(p)]
+    beir = [c for c in map(_beir_corpus, paths) if c is not None]
+    files = [p for p in paths if _beir_corpus(p) is None]
+    # BEIR documents stay whole so their ids match the relevance judgements.
+    docs = load_documents(beir, chunk_tokens=None, skip_empty=True) if beir else []
     if files:
-        from corrective_rag.store.loaders import load_documents
-
         docs += load_documents(files, chunk_tokens=args.chunk_tokens, overlap=args.overlap)
     if not docs:
         raise InputError(f"no documents found in {', '.join(map(str, paths))}")
@@ -111,7 +112,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     docs = _documents(args)
     store = open_store(options(args), create=True)
-    with tqdm(total=len(docs), unit="doc", file=sys.stderr, disable=args.no_progress) as bar:
+    with (
+        store,
+        tqdm(total=len(docs), unit="doc", file=sys.stderr, disable=args.no_progress) as bar,
+    ):
         for start in range(0, len(docs), _ADD_BATCH):
             chunk = docs[start : start + _ADD_BATCH]
             store.upsert(chunk)
@@ -135,8 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = options(args)
     if opts.llm_url:
         check_reachable(opts.llm_url)  # before loading the store and the embedding model
-    store = open_store(opts)
-    with orchestrator(opts, store) as orch:
+    with open_store(opts) as store, orchestrator(opts, store) as orch:
         result = orch.run(args.question)
     if args.json:
         _out(dump_json(to_dict(result)))
@@ -158,8 +161,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
     if opts.llm_url:
         check_reachable(opts.llm_url)
-    store = open_store(opts)
-    with orchestrator(opts, store) as orch:
+    with open_store(opts) as store, orchestrator(opts, store) as orch:
         summary = run_batch(
             queries,
             run_one(orch),

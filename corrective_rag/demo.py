@@ -42,10 +42,12 @@ STDLIB_MODULES = (
     "zlib",
 )  # fmt: skip
 
+# One answered at once, one where the rewrite finds the missing third document, one where the
+# rewriter explores and the cap ends the run: the three ways a run usually goes.
 DEMO_QUESTIONS = (
-    "How do I copy a nested list so that changing the copy leaves the original alone?",
-    "How can I find out how long a small piece of code takes to run?",
-    "Which function gives a cryptographically strong random token for a password reset link?",
+    "How do I run a shell command and capture its output?",
+    "How do I compare two sequences of lines and show their differences?",
+    "How do I measure the execution time of a small code snippet?",
 )
 
 
@@ -111,7 +113,7 @@ def run_demo(*, modules: int | None = None, out: IO[str] | None = None) -> list[
     from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.report import render_kept, render_run
     from corrective_rag.rewrite.local import LocalRewriter
-    from corrective_rag.store import HybridStore  # type: ignore[attr-defined]
+    from corrective_rag.store.hybrid import HybridStore
 
     stream = out or sys.stdout
     chosen = STDLIB_MODULES[:modules] if modules else STDLIB_MODULES
@@ -119,22 +121,22 @@ def run_demo(*, modules: int | None = None, out: IO[str] | None = None) -> list[
     docs = stdlib_documents(chosen)
     stream.write(f"indexing {len(docs)} chunks of stdlib docstrings from {len(chosen)} modules\n")
     stream.flush()
-    store = HybridStore.in_memory()
-    store.add(docs)
-    stream.write(f"indexed in {time.perf_counter() - started:.1f} s\n\n")
-    orch = CorrectiveRAGOrchestrator(
-        store,
-        LocalEvaluator(store.embedder, idf=store.idf),
-        LocalRewriter(idf=store.idf),
-        max_iterations=3,
-        top_k=5,
-        min_relevant=2,
-    )
-    results = []
-    for question in DEMO_QUESTIONS:
-        result = orch.run(question)
-        results.append(result)
-        stream.write(render_run(result) + "\n\n" + render_kept(result, text_width=70) + "\n\n")
-        stream.flush()
+    with HybridStore.in_memory() as store:
+        store.add(docs)
+        stream.write(f"indexed in {time.perf_counter() - started:.1f} s\n\n")
+        orch = CorrectiveRAGOrchestrator(
+            store,
+            LocalEvaluator(store.embedder, idf=store.idf),
+            LocalRewriter(idf=store.idf),
+            max_iterations=3,
+            top_k=5,
+            min_relevant=3,
+        )
+        results = []
+        for question in DEMO_QUESTIONS:
+            result = orch.run(question)
+            results.append(result)
+            stream.write(render_run(result) + "\n\n" + render_kept(result, text_width=70) + "\n\n")
+            stream.flush()
     stream.write(f"demo finished in {time.perf_counter() - started:.1f} s\n")
     return results
