@@ -18,8 +18,6 @@ from corrective_rag.types import IterationRecord, RunResult
 
 __all__ = [
     "CSV_FIELDS",
-    "diff_iterations",
-    "diff_runs",
     "export_csv",
     "find_record",
     "format_table",
@@ -63,62 +61,21 @@ def _rewrite_cell(rec: IterationRecord) -> str:
     return f"-> {rec.rewrite.query}"
 
 
-def render_run(result: RunResult, *, query_width: int = 48) -> str:
-    """The per-iteration table of one run, with its stop reason and usage underneath."""
-    rows = []
-    for rec in result.history:
-        usage = rec.usage.total
-        rows.append(
-            [
-                rec.index,
-                _cut(rec.query, query_width),
-                len(rec.retrieved),
-                len(rec.verdicts),
-                len(rec.kept_ids),
-                len(rec.dropped_ids),
-                len(rec.ungraded_ids),
-                rec.action.value if rec.action else "-",
-                rec.fallback.value if rec.fallback else "-",
-                usage.llm_calls,
-                usage.total_tokens,
-                f"{rec.seconds:.2f}",
-            ]
-        )
-    table = format_table(
-        [
-            "it",
-            "query",
-            "retr",
-            "judged",
-            "kept",
-            "drop",
-            "ungr",
-            "action",
-            "fallback",
-            "calls",
-            "tokens",
-            "secs",
-        ],
-        rows,
-    )
+def render_run(result: RunResult) -> str:
+    """The per-iteration table of one run, with the question and each rewrite in full.
+
+    The table itself is :func:`corrective_rag.history.render_table`.
+    """
+    from corrective_rag.history import render_table
+
     rewrites = [
         f"  it {rec.index}: {_cut(_rewrite_cell(rec), 100)}"
         for rec in result.history
         if rec.rewrite is not None
     ]
-    total = result.usage.total
-    lines = [
-        f"question: {result.question}",
-        table,
-    ]
+    lines = [f"question: {result.question}", render_table(result)]
     if rewrites:
         lines += ["rewrites:", *rewrites]
-    lines += [
-        f"stop: {result.stop_reason.value} ({result.stop_detail})",
-        f"kept {len(result.kept)} documents in {result.iterations} iterations, "
-        f"{result.seconds:.2f} s; LLM calls {total.llm_calls}, tokens {total.total_tokens}, "
-        f"cost ${total.cost_usd:.4f}",
-    ]
     return "\n".join(lines)
 
 
@@ -183,75 +140,6 @@ def find_record(records: Sequence[ResultRecord], key: str) -> ResultRecord:
         if rec.id == key or (rec.result is not None and rec.result.run_id == key):
             return rec
     raise InputError(f"no run with id {key!r} in the results")
-
-
-def _iteration(result: RunResult, index: int) -> IterationRecord:
-    for rec in result.history:
-        if rec.index == index:
-            return rec
-    raise InputError(f"run {result.run_id!r} has iterations 1..{result.iterations}, not {index}")
-
-
-def _ids_line(label: str, ids: Sequence[str]) -> str:
-    shown = ", ".join(ids[:12]) + (f" (+{len(ids) - 12})" if len(ids) > 12 else "")
-    return f"  {label}: {shown or '-'}"
-
-
-def diff_iterations(result: RunResult, i: int, j: int) -> str:
-    """What changed from iteration ``i`` to iteration ``j`` of one run.
-
-    Raises:
-        InputError: when either iteration does not exist.
-    """
-    a, b = _iteration(result, i), _iteration(result, j)
-    ret_a = [r.document_id for r in a.retrieved]
-    ret_b = [r.document_id for r in b.retrieved]
-    scores_a = {v.document_id: v.score for v in a.verdicts}
-    changed = [
-        f"{v.document_id} {scores_a[v.document_id]} -> {v.score}"
-        for v in b.verdicts
-        if v.document_id in scores_a and scores_a[v.document_id] != v.score
-    ]
-    ua, ub = a.usage.total, b.usage.total
-    lines = [
-        f"iteration {i} -> {j} of run {result.run_id}",
-        f"  query: {a.query!r} -> {b.query!r}",
-        _ids_line("retrieved only in " + str(i), [d for d in ret_a if d not in ret_b]),
-        _ids_line("retrieved only in " + str(j), [d for d in ret_b if d not in ret_a]),
-        _ids_line("kept in " + str(i), list(a.kept_ids)),
-        _ids_line("kept in " + str(j), list(b.kept_ids)),
-        f"  action: {a.action.value if a.action else '-'} -> {b.action.value if b.action else '-'}",
-        f"  LLM calls: {ua.llm_calls} -> {ub.llm_calls}; tokens {ua.total_tokens} -> "
-        f"{ub.total_tokens}; seconds {a.seconds:.2f} -> {b.seconds:.2f}",
-    ]
-    if changed:
-        lines.append(_ids_line("score changed", changed))
-    return "\n".join(lines)
-
-
-def diff_runs(a: RunResult, b: RunResult) -> str:
-    """How two runs (usually of the same question) differ: queries, kept documents, cost."""
-    kept_a, kept_b = list(a.kept_ids), list(b.kept_ids)
-    ua, ub = a.usage.total, b.usage.total
-    lines = [f"run {a.run_id} vs {b.run_id}"]
-    if a.question != b.question:
-        lines.append(f"  note: different questions: {a.question!r} vs {b.question!r}")
-    else:
-        lines.append(f"  question: {a.question!r}")
-    qa = [r.query for r in a.history]
-    qb = [r.query for r in b.history]
-    lines += [
-        f"  iterations: {a.iterations} vs {b.iterations}",
-        f"  queries: {qa} vs {qb}",
-        f"  stop: {a.stop_reason.value} vs {b.stop_reason.value}",
-        _ids_line("kept by both", [d for d in kept_a if d in kept_b]),
-        _ids_line("kept only by " + a.run_id, [d for d in kept_a if d not in kept_b]),
-        _ids_line("kept only by " + b.run_id, [d for d in kept_b if d not in kept_a]),
-        f"  LLM calls {ua.llm_calls} vs {ub.llm_calls}; tokens {ua.total_tokens} vs "
-        f"{ub.total_tokens}; cost ${ua.cost_usd:.4f} vs ${ub.cost_usd:.4f}; "
-        f"seconds {a.seconds:.2f} vs {b.seconds:.2f}",
-    ]
-    return "\n".join(lines)
 
 
 CSV_FIELDS = (
