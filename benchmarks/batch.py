@@ -1,0 +1,127 @@
+"""Batch throughput against a scripted LLM server with fixed latency, at concurrency 1, 2, 4, 8.
+
+The corpus is the demo's stdlib docstrings (no data folder needed), retrieved by the in-memory
+keyword retriever of ``corrective_rag.testing``, so the time per query is the LLM latency the
+server injects: grading (one call per batch of documents) and rewriting. The evaluator grades a
+query's batches one after another (``max_workers=1``) so that every level measures the batch
+runner's own concurrency, and each level gets a fresh evaluator (an empty verdict cache).
+
+    python benchmarks/batch.py --latency-ms 200 --queries 64 --json OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+LEVELS = (1, 2, 4, 8)
+
+
+def _queries(n: int, seed: int) -> list:
+    from corrective_rag.batch import Query
+    from corrective_rag.demo import stdlib_documents
+
+    docs = [d for d in stdlib_documents() if d.id.endswith("#0") and "." in d.id.split("#")[0]]
+    rng = random.Random(seed)
+    picked = rng.sample(docs, n)
+    # The question is the docstring's first sentence: realistic wording, not the object's name.
+    return [
+        Query(f"q{i:03d}", d.text.split(": ", 1)[1].split(". ")[0][:200])
+        for i, d in enumerate(picked)
+    ]
+
+
+def run(
+    latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int, keep: str | None = None
+) -> dict:
+    from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+    from corrective_rag.testing.fakes import ListRetriever
+
+    from corrective_rag.batch import run_batch
+    from corrective_rag.demo import stdlib_documents
+    from corrective_rag.evaluate.llm import LLMEvaluator
+    from corrective_rag.llm.client import OpenAIChatClient
+    from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.testing.server import ScriptedLLMServer
+
+    retriever = ListRetriever(stdlib_documents())
+    queries = _queries(n_queries, seed)
+    by_level = {}
+    with (
+        ScriptedLLMServer(latency=latency_ms / 1000) as server,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        for level in levels:
+            chat = OpenAIChatClient(server.base_url, "scripted", max_concurrency=64)
+            orch = CorrectiveRAGOrchestrator(
+                retriever,
+                LLMEvaluator(chat, batch_size=5, max_workers=1),
+                LLMRewriter(chat),
+                max_iterations=3,
+                top_k=5,
+                min_relevant=3,
+            )
+            before = server.request_count
+            start = time.perf_counter()
+            summary = run_batch(
+                queries,
+                orch.run,
+                out_path=Path(tmp) / f"c{level}.jsonl",
+                concurrency=level,
+                progress=False,
+            )
+            wall = time.perf_counter() - start
+            if keep:  # the results file of each level, for `corrective-rag history ...`
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(tmp) / f"c{level}.jsonl", Path(keep) / f"c{level}.jsonl")
+            by_level[str(level)] = {
+                "concurrency": level,
+                "wall_seconds": round(wall, 3),
+                "throughput_qps": round(n_queries / wall, 3),
+                "ok": summary.ok,
+                "failures": summary.failures,
+                "llm_requests": server.request_count - before,
+                "mean_iterations": round(summary.mean_iterations, 3),
+                "latency_p50": round(summary.latency_p50, 3),
+                "latency_p95": round(summary.latency_p95, 3),
+            }
+            print(json.dumps(by_level[str(level)]))
+    base = by_level[str(levels[0])]["throughput_qps"] / levels[0]
+    for entry in by_level.values():
+        entry["scaling_vs_linear"] = round(
+            entry["throughput_qps"] / (base * entry["concurrency"]), 3
+        )
+    return {
+        "benchmark": "batch",
+        "latency_ms": latency_ms,
+        "queries": n_queries,
+        "by_concurrency": by_level,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--queries", type=int, default=64)
+    parser.add_argument("--levels", default="1,2,4,8")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="OUT.json")
+    parser.add_argument("--keep-results", metavar="DIR", help="copy each level's results file here")
+    args = parser.parse_args()
+    from corrective_rag.cli import configure_logging
+
+    configure_logging(verbose=False)  # per-iteration log lines would swamp the figures
+    levels = tuple(int(x) for x in args.levels.split(","))
+    report = run(args.latency_ms, args.queries, levels, args.seed, args.keep_results)
+    print(json.dumps({k: v["throughput_qps"] for k, v in report["by_concurrency"].items()}))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""``python3 -m corrective_rag ...`` is the ``corrective-rag`` command."""
+
+import sys
+
+from corrective_rag.cli import main
+
+sys.exit(main())

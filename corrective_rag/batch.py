@@ -1,0 +1,345 @@
+"""Run many questions through the loop: concurrent, resumable, crash-safe, shardable.
+
+Input is JSONL, one query per line: ``{"id": "q1", "query": "..."}`` (BEIR's ``{"_id", "text"}``
+is accepted too). Output is the results JSONL of :mod:`corrective_rag.results`: one line per
+query, appended, flushed and fsync'd by the single writer (the calling thread) as soon as the
+query finishes, so a crash or Ctrl-C loses no finished result. Rerunning with the same output
+file skips ids already done; a torn last line left by a killed process is cut off first.
+
+Policies, chosen once:
+
+* Input: strict. A malformed line, a missing or empty id or query, or a repeated id raises
+  :class:`InputError` naming the line before anything runs (blank lines are ignored).
+* A query that raises (LLM down past its retries, bad input, any ``Exception``) gets an error
+  line and the batch goes on.
+* Resume: ok ids are skipped; ids whose last line is an error are run again, unless
+  ``rerun_errors=False``. The last line of an id wins when reading back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeAlias
+
+import structlog
+
+from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.jsonl import iter_jsonl
+from corrective_rag.results import (
+    error_line,
+    ok_line,
+    read_results,
+    repair_torn_tail,
+)
+from corrective_rag.summary import BatchSummary, summarize
+from corrective_rag.types import RunResult
+
+__all__ = [
+    "BatchSummary",
+    "Query",
+    "RunOne",
+    "in_shard",
+    "parse_shard",
+    "read_queries",
+    "run_batch",
+]
+
+log = structlog.get_logger(__name__)
+
+RunOne: TypeAlias = Callable[[str], RunResult]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One line of a queries file.
+
+    Attributes:
+        id: unique, non-empty.
+        query: the question, non-empty.
+        line: 1-based line number in the file (0 when built in code).
+        extra: any other fields of the line, kept as given.
+    """
+
+    id: str
+    query: str
+    line: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise InputError(f"query id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise InputError(f"query {self.id!r}: question must be a non-empty string")
+
+
+def _pick(obj: Mapping[str, Any], *names: str) -> Any:
+    for name in names:
+        if name in obj:
+            return obj[name]
+    return None
+
+
+def read_queries(path: str | os.PathLike[str]) -> list[Query]:
+    """Read and validate a queries JSONL file.
+
+    Each non-blank line must be a JSON object with a non-empty string ``id`` (or ``_id``) and
+    ``query`` (or ``text``); numbers as ids are accepted and turned into strings.
+
+    Raises:
+        InputError: naming the file and line, for a missing file, a line that is not a JSON
+            object, a missing or empty id or query, or an id seen on an earlier line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"queries file not found: {p}")
+    queries: list[Query] = []
+    seen: dict[str, int] = {}
+    for lineno, obj in iter_jsonl(p):
+        where = f"{p}: line {lineno}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        qid = _pick(obj, "id", "_id")
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str) or not qid.strip():
+            raise InputError(f"{where}: missing or empty 'id'")
+        text = _pick(obj, "query", "text")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{where}: missing or empty 'query'")
+        if qid in seen:
+            raise InputError(f"{where}: duplicate id {qid!r} (first on line {seen[qid]})")
+        seen[qid] = lineno
+        extra = {k: v for k, v in obj.items() if k not in ("id", "_id", "query", "text")}
+        queries.append(Query(qid, text, lineno, extra))
+    return queries
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``"I/N"`` (0 <= I < N) into ``(I, N)``.
+
+    Raises:
+        ConfigError: when the text is not of that form.
+    """
+    try:
+        i_text, n_text = text.split("/")
+        i, n = int(i_text), int(n_text)
+    except ValueError as exc:
+        raise ConfigError(f"shard must look like I/N (e.g. 0/4), got {text!r}") from exc
+    _check_shard((i, n))
+    return i, n
+
+
+def _check_shard(shard: tuple[int, int]) -> None:
+    i, n = shard
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"shard I/N needs N >= 1 and 0 <= I < N, got {i}/{n}")
+
+
+def in_shard(query_id: str, shard: tuple[int, int] | None) -> bool:
+    """True when ``query_id`` belongs to shard ``(i, n)``.
+
+    The share is a stable hash of the id (BLAKE2b, not Python's salted ``hash``), so every
+    machine computes the same split and the shards of a batch are disjoint and complete.
+    """
+    if shard is None:
+        return True
+    i, n = shard
+    digest = hashlib.blake2b(query_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % n == i
+
+
+class _Writer:
+    """Appends whole lines to the results file, one ``write`` and one ``fsync`` per line."""
+
+    def __init__(self, path: Path, *, fsync: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fsync = fsync
+        self.path = path
+        try:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - not POSIX: no lock, documented
+            pass
+        except OSError as exc:
+            os.close(self._fd)
+            raise InputError(f"another batch is writing to {path}") from exc
+
+    def write(self, obj: Mapping[str, Any]) -> None:
+        data = (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        view = memoryview(data)
+        while view:  # os.write may write less than asked; never leave half a line behind
+            view = view[os.write(self._fd, view) :]
+        if self._fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _done_ids(path: Path, *, rerun_errors: bool) -> set[str]:
+    if not path.exists():
+        return set()
+    repair_torn_tail(path)
+    last: dict[str, bool] = {}
+    for rec in read_results(path):
+        last[rec.id] = rec.ok
+    return {qid for qid, ok in last.items() if ok or not rerun_errors}
+
+
+class _Runners:
+    """Hands each worker thread its own callable, built once per thread by the factory."""
+
+    def __init__(self, run_one: RunOne | None, factory: Callable[[], RunOne] | None) -> None:
+        self._shared = run_one
+        self._factory = factory
+        self._local = threading.local()
+
+    def get(self) -> RunOne:
+        if self._shared is not None:
+            return self._shared
+        runner: RunOne | None = getattr(self._local, "runner", None)
+        if runner is None:
+            assert self._factory is not None  # checked in run_batch
+            runner = self._factory()
+            self._local.runner = runner
+        return runner
+
+
+def _attempt(runners: _Runners, q: Query) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        result = runners.get()(q.query)
+        if not isinstance(result, RunResult):
+            raise TypeError(f"run_one returned {type(result).__name__}, not RunResult")
+        return ok_line(q.id, q.query, result, time.perf_counter() - start)
+    except Exception as exc:  # one query's failure must not stop the batch
+        log.warning("batch_query_failed", id=q.id, error=type(exc).__name__, message=str(exc))
+        return error_line(q.id, q.query, exc, time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def _progress(total: int, enabled: bool, stream: IO[str] | None) -> Iterator[Any]:
+    if not enabled:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, file=stream or sys.stderr, unit="q", dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def run_batch(
+    queries: Sequence[Query] | str | os.PathLike[str],
+    run_one: RunOne | None = None,
+    *,
+    out_path: str | os.PathLike[str],
+    runner_factory: Callable[[], RunOne] | None = None,
+    concurrency: int = 4,
+    shard: tuple[int, int] | None = None,
+    progress: bool = True,
+    rerun_errors: bool = True,
+    fsync: bool = True,
+    progress_stream: IO[str] | None = None,
+) -> BatchSummary:
+    """Run every query, appending one line per query to ``out_path``.
+
+    Args:
+        queries: :class:`Query` values or the path of a queries JSONL file.
+        run_one: a thread-safe callable turning a question into a :class:`RunResult` (e.g.
+            ``orchestrator.run``), shared by all worker threads.
+        out_path: the results JSONL file; created, or resumed when it exists.
+        runner_factory: instead of ``run_one``: builds one callable per worker thread, for
+            components that are not thread-safe. Give exactly one of the two.
+        concurrency: queries in flight at once (threads).
+        shard: ``(i, n)`` to run only the ids whose stable hash falls in share ``i`` of ``n``.
+        progress: show a tqdm bar on stderr (done, failed, rate, ETA).
+        rerun_errors: run ids whose last line is an error again (default); ``False`` skips them.
+        fsync: fsync after every line (crash-safe against power loss, not only process death).
+        progress_stream: where the bar goes, stderr by default.
+
+    Returns:
+        The summary over the last line of every query of this batch (and shard), including
+        those skipped as already done. On Ctrl-C the running queries finish and are written,
+        the rest are not started, and ``KeyboardInterrupt`` propagates.
+
+    Raises:
+        ConfigError: bad arguments. InputError: a bad queries file, a results file that is not
+        a results file, or another batch writing to it.
+    """
+    if (run_one is None) == (runner_factory is None):
+        raise ConfigError("give exactly one of run_one and runner_factory")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    if shard is not None:
+        _check_shard(shard)
+    items = read_queries(queries) if isinstance(queries, str | os.PathLike) else list(queries)
+    ids = [q.id for q in items]
+    if len(set(ids)) != len(ids):
+        raise InputError("query ids must be unique within a batch")
+    mine = [q for q in items if in_shard(q.id, shard)]
+    out = Path(out_path)
+    writer = _Writer(out, fsync=fsync)  # lock first, so two batches never repair the same file
+    started = time.perf_counter()
+    interrupted = False
+    try:
+        done = _done_ids(out, rerun_errors=rerun_errors)
+        todo = [q for q in mine if q.id not in done]
+        skipped = len(mine) - len(todo)
+        log.info("batch_started", queries=len(mine), todo=len(todo), skipped=skipped)
+        runners = _Runners(run_one, runner_factory)
+        with (
+            _progress(len(todo), progress, progress_stream) as bar,
+            ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="crag") as pool,
+        ):
+            counts = {"ok": 0, "failed": 0}
+
+            def record(fut: Future[dict[str, Any]]) -> None:
+                line = fut.result()
+                writer.write(line)
+                counts["ok" if line["status"] == "ok" else "failed"] += 1
+                if bar is not None:
+                    bar.set_postfix(counts, refresh=False)
+                    bar.update(1)
+
+            pending = {pool.submit(_attempt, runners, q) for q in todo}
+            try:
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        record(fut)
+            except KeyboardInterrupt:
+                interrupted = True
+                log.warning("batch_interrupted", written=sum(counts.values()))
+                for fut in pending:
+                    fut.cancel()
+                # Queries already running finish and are written: their work is not thrown away.
+                for fut in pending:
+                    if not fut.cancelled():
+                        record(fut)
+                raise
+    finally:
+        writer.close()
+        if not interrupted:
+            log.info("batch_finished", seconds=round(time.perf_counter() - started, 3))
+    return summarize(
+        read_results(out),
+        ids=[q.id for q in mine],
+        skipped=skipped,
+        wall_seconds=time.perf_counter() - started,
+        interrupted=interrupted,
+    )

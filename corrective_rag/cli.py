@@ -1,0 +1,197 @@
+"""The ``corrective-rag`` command: index, run, batch, history and demo.
+
+Errors a user can cause print one line, ``corrective-rag: error: ...``, and exit 2 (usage) or 1
+(anything else), without a traceback. Only this module reads environment variables
+(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) and configures logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from corrective_rag.errors import ConfigError, CorrectiveRAGError
+
+__all__ = ["build_parser", "main"]
+
+PROG = "corrective-rag"
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from corrective_rag.batch import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _pipeline_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("store and components")
+    g.add_argument("--store", metavar="DIR", help="folder of the persistent hybrid store")
+    g.add_argument("--chroma-host", metavar="HOST", help="use a chroma server instead of --store")
+    g.add_argument("--chroma-port", type=_positive, default=8000, metavar="PORT")
+    g.add_argument(
+        "--llm-url",
+        metavar="URL",
+        help="OpenAI-compatible endpoint for the evaluator and rewriter "
+        "(default: $OPENAI_BASE_URL when --model is given; otherwise the offline local ones)",
+    )
+    g.add_argument("--model", metavar="NAME", help="model name sent to the LLM endpoint")
+    g.add_argument("--local-llm", metavar="GGUF", help="start an embedded llama.cpp server")
+    g.add_argument("--policy", default="general", help="filter policy preset (default general)")
+    g.add_argument("--max-iterations", type=_positive, default=3, metavar="N")
+    g.add_argument("--top-k", type=_positive, default=5, metavar="K")
+    g.add_argument("--min-relevant", type=_positive, default=None, metavar="N")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``corrective-rag``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Retrieval that checks its documents and corrects its own queries."
+    )
+    parser.add_argument("--verbose", "-v", action="store_true", help="log every step to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("index", help="add files or a BEIR corpus to a store")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or BEIR corpus.jsonl")
+    p.add_argument("--chunk-tokens", type=_positive, default=200, metavar="N")
+    p.add_argument("--overlap", type=int, default=40, metavar="N")
+    p.add_argument("--no-progress", action="store_true")
+    _pipeline_flags(p)
+    p.set_defaults(handler="cmd_index")
+
+    p = sub.add_parser("run", help="run one question through the corrective loop")
+    p.add_argument("question")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    _pipeline_flags(p)
+    p.set_defaults(handler="cmd_run")
+
+    p = sub.add_parser("batch", help="run a queries JSONL file, resumable")
+    p.add_argument("queries", metavar="QUERIES.jsonl")
+    p.add_argument("--out", required=True, metavar="RESULTS.jsonl")
+    p.add_argument("--concurrency", type=_positive, default=4, metavar="N")
+    p.add_argument("--shard", type=_shard, default=None, metavar="I/N", help="0 <= I < N")
+    p.add_argument("--skip-errors", action="store_true", help="do not rerun failed ids on resume")
+    p.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON")
+    p.add_argument("--no-progress", action="store_true")
+    _pipeline_flags(p)
+    p.set_defaults(handler="cmd_batch")
+
+    _history_parser(sub)
+
+    p = sub.add_parser("demo", help="index stdlib docs offline and run a few questions")
+    p.add_argument(
+        "--modules",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="index only the first N modules of the list (faster)",
+    )
+    p.set_defaults(handler="cmd_demo")
+    return parser
+
+
+def _history_parser(sub: Any) -> None:
+    h = sub.add_parser("history", help="inspect a results JSONL file").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = h.add_parser("list", help="one line per query")
+    p.add_argument("results")
+    p.add_argument("--all", action="store_true", help="every line, not only the last per id")
+    p.set_defaults(handler="cmd_history_list")
+    p = h.add_parser("show", help="one run as a per-iteration table")
+    p.add_argument("results")
+    p.add_argument("id", help="query id or run id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="cmd_history_show")
+    p = h.add_parser("diff", help="two iterations of a run, or two runs")
+    p.add_argument("results")
+    p.add_argument("id")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--iterations", nargs=2, type=_positive, metavar=("I", "J"))
+    g.add_argument("--run", metavar="ID", help="the other run's query or run id")
+    p.add_argument("--in", dest="other", metavar="RESULTS", help="file of the other run")
+    p.set_defaults(handler="cmd_history_diff")
+    p = h.add_parser("stats", help="the batch summary")
+    p.add_argument("results")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="cmd_history_stats")
+    p = h.add_parser("export", help="CSV, one row per iteration")
+    p.add_argument("results")
+    p.add_argument("--csv", required=True, metavar="OUT.csv")
+    p.set_defaults(handler="cmd_history_export")
+    p = h.add_parser("plot", help="PNG figure of the batch")
+    p.add_argument("results")
+    p.add_argument("--out", required=True, metavar="OUT.png")
+    p.set_defaults(handler="cmd_history_plot")
+
+
+def configure_logging(verbose: bool) -> None:
+    """Warnings and above to stderr by default; with ``--verbose`` every event, human-readable."""
+    level = logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        if verbose
+        else structlog.processors.KeyValueRenderer(key_order=["event"], drop_missing=True)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        # Look sys.stderr up per logger, so a replaced stderr (tests, pagers) is honoured.
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``corrective-rag`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed its one-line usage error
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    configure_logging(args.verbose)
+    from corrective_rag import commands
+
+    try:
+        code: int = getattr(commands, args.handler)(args)
+        return code
+    except ConfigError as exc:
+        return _fail(exc, EXIT_USAGE)
+    except (CorrectiveRAGError, OSError) as exc:
+        return _fail(exc, EXIT_ERROR)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+def _fail(exc: BaseException, code: int) -> int:
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    return code

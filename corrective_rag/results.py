@@ -1,0 +1,196 @@
+"""The results JSONL file of a batch: one line per query, read back for resume, stats and plots.
+
+The readers here also accept the orchestrator's ``HistoryStore`` files (one bare RunResult per
+line), so every ``history`` command works on either.
+
+Each line is one JSON object::
+
+    {"id": "q1", "query": "...", "status": "ok", "seconds": 1.2, "result": {...RunResult...}}
+    {"id": "q2", "query": "...", "status": "error", "seconds": 0.4,
+     "error": {"type": "LLMTransportError", "message": "..."}}
+
+``result`` is :func:`corrective_rag.codec.to_dict` of the :class:`RunResult`. A file may hold
+several lines for one id (an error, then the ok line of a rerun): the last line wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from corrective_rag.codec import from_dict, to_dict
+from corrective_rag.errors import InputError
+from corrective_rag.types import RunResult
+
+__all__ = [
+    "ResultRecord",
+    "error_line",
+    "latest_records",
+    "ok_line",
+    "read_results",
+    "repair_torn_tail",
+]
+
+log = structlog.get_logger(__name__)
+
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecord:
+    """One line of a results file, decoded.
+
+    Attributes:
+        id: the query id.
+        query: the question as given.
+        status: ``"ok"`` or ``"error"``.
+        seconds: wall time of the run (or of the failed attempt).
+        result: the run's result when ``status == "ok"``.
+        error: ``{"type": ..., "message": ...}`` when ``status == "error"``.
+        line: 1-based line number in the file.
+    """
+
+    id: str
+    query: str
+    status: str
+    seconds: float
+    result: RunResult | None = None
+    error: Mapping[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the query ran to a result."""
+        return self.status == STATUS_OK
+
+
+def ok_line(query_id: str, query: str, result: RunResult, seconds: float) -> dict[str, Any]:
+    """The JSON object written for a query that ran to a result."""
+    return {
+        "id": query_id,
+        "query": query,
+        "status": STATUS_OK,
+        "seconds": round(seconds, 6),
+        "result": to_dict(result),
+    }
+
+
+def error_line(query_id: str, query: str, exc: BaseException, seconds: float) -> dict[str, Any]:
+    """The JSON object written for a query that failed; the batch goes on."""
+    return {
+        "id": query_id,
+        "query": query,
+        "status": STATUS_ERROR,
+        "seconds": round(seconds, 6),
+        "error": {"type": type(exc).__name__, "message": str(exc)},
+    }
+
+
+def repair_torn_tail(path: str | os.PathLike[str]) -> int:
+    """Cut a torn last line (no final newline) off a results file.
+
+    A process killed in the middle of a write can leave a partial last line; everything before
+    the last newline was written whole, so truncating there loses no finished result.
+
+    Returns:
+        The number of bytes removed (0 when the file ends cleanly or does not exist).
+    """
+    p = Path(path)
+    if not p.exists():
+        return 0
+    with p.open("rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return 0
+        # Scan backwards in blocks for the last newline; results lines can be long.
+        pos = size
+        block = 65536
+        last_newline = -1
+        while pos > 0 and last_newline < 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                last_newline = start + idx
+            pos = start
+        keep = last_newline + 1
+        if keep == size:
+            return 0
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning("results_torn_line_removed", path=str(p), bytes=size - keep)
+    return size - keep
+
+
+def _decode(obj: Any, lineno: int, where: str) -> ResultRecord:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: line {lineno}: expected a JSON object")
+    if "status" not in obj and "run_id" in obj and "history" in obj:
+        # A HistoryStore line is a bare RunResult: show it under its run id.
+        result = from_dict(RunResult, obj, where=f"{where}: line {lineno}")
+        return ResultRecord(
+            result.run_id, result.question, STATUS_OK, result.seconds, result, line=lineno
+        )
+    qid, query, status = obj.get("id"), obj.get("query"), obj.get("status")
+    if not isinstance(qid, str) or not qid:
+        raise InputError(f"{where}: line {lineno}: missing or empty 'id'")
+    if status not in (STATUS_OK, STATUS_ERROR):
+        raise InputError(f"{where}: line {lineno}: 'status' must be 'ok' or 'error'")
+    seconds = obj.get("seconds", 0.0)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise InputError(f"{where}: line {lineno}: 'seconds' must be a number")
+    if status == STATUS_OK:
+        result = from_dict(RunResult, obj.get("result"), where=f"{where}: line {lineno}: result")
+        return ResultRecord(qid, str(query or ""), status, float(seconds), result, line=lineno)
+    error = obj.get("error") or {}
+    if not isinstance(error, dict):
+        raise InputError(f"{where}: line {lineno}: 'error' must be an object")
+    err = {"type": str(error.get("type", "")), "message": str(error.get("message", ""))}
+    return ResultRecord(qid, str(query or ""), status, float(seconds), None, err, lineno)
+
+
+def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
+    """Read every line of a results file, in file order.
+
+    A torn last line (a write cut short by a crash) is ignored with a warning; any other
+    malformed line is an error.
+
+    Raises:
+        InputError: when the file is missing or a complete line is not a valid record.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"results file not found: {p}")
+    data = p.read_bytes()
+    lines = data.split(b"\n")
+    torn = lines.pop()  # whatever follows the last newline: b"" when the file ends cleanly
+    if torn.strip():
+        log.warning("results_torn_line_ignored", path=str(p), line=len(lines) + 1)
+    records = []
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: line {lineno}: not valid JSON ({exc.msg})") from exc
+        records.append(_decode(obj, lineno, str(p)))
+    return records
+
+
+def latest_records(records: list[ResultRecord]) -> list[ResultRecord]:
+    """Keep the last record of each id, in the order ids first appeared."""
+    order: dict[str, ResultRecord] = {}
+    for rec in records:
+        order[rec.id] = rec  # dicts keep first-insertion order even when a value is replaced
+    return list(order.values())

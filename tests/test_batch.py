@@ -1,0 +1,283 @@
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from runs_helpers import make_result, slow_run
+
+from corrective_rag.batch import Query, in_shard, parse_shard, read_queries, run_batch
+from corrective_rag.errors import ConfigError, InputError, LLMTransportError
+from corrective_rag.results import error_line, ok_line, read_results, repair_torn_tail
+from corrective_rag.summary import mean, percentile, summarize
+from corrective_rag.types import StopReason
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+
+def _write_queries(path: Path, n: int, *, fail_every: int = 0) -> list[str]:
+    ids = []
+    with path.open("w") as fh:
+        for i in range(n):
+            text = f"question {i}" + (" fail" if fail_every and i % fail_every == 0 else "")
+            fh.write(json.dumps({"id": f"q{i:03d}", "query": text, "topic": "t"}) + "\n")
+            ids.append(f"q{i:03d}")
+    return ids
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "a", "query": "x"}\n{"id": "b", "query": \n', "line 2: not valid JSON"),
+        ('{"id": "a", "query": "x"}\n\n{"query": "y"}\n', "line 3: missing or empty 'id'"),
+        ('{"id": "a", "query": "  "}\n', "line 1: missing or empty 'query'"),
+        ('{"id": "a", "query": "x"}\n{"id": "a", "query": "y"}\n', "line 2: duplicate id 'a'"),
+        ('["a", "x"]\n', "line 1: expected a JSON object"),
+    ],
+)
+def test_read_queries_names_the_bad_line(tmp_path, content, message):
+    """Every kind of malformed queries line is refused with its line number."""
+    path = tmp_path / "q.jsonl"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message):
+        read_queries(path)
+
+
+def test_read_queries_accepts_beir_fields_and_keeps_extras(tmp_path):
+    """BEIR's _id/text fields are read, numeric ids become strings, extra fields are kept."""
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"_id": 7, "text": "what?", "metadata": {}}\n\n{"id": "b", "query": "y"}\n')
+    queries = read_queries(path)
+    assert [Query("7", "what?", 1, {"metadata": {}}), Query("b", "y", 3)] == queries
+
+
+def test_parse_shard_and_shards_partition_ids():
+    """Shards are disjoint and cover every id, and bad shard text is a ConfigError."""
+    assert (1, 4) == parse_shard("1/4")
+    for bad in ("4/4", "1", "a/b", "-1/2", "0/0"):
+        with pytest.raises(ConfigError):
+            parse_shard(bad)
+    ids = [f"id{i}" for i in range(200)]
+    owners = [[s for s in range(4) if in_shard(i, (s, 4))] for i in ids]
+    assert all(len(o) == 1 for o in owners)
+    assert all(20 < sum(o == [s] for o in owners) < 80 for s in range(4))
+
+
+def test_percentile_and_mean_match_hand_computed_values():
+    """Linear-interpolation percentiles and means agree with values worked out by hand."""
+    values = [4.0, 1.0, 3.0, 2.0]  # sorted 1,2,3,4
+    assert 2.5 == percentile(values, 50)  # position 1.5
+    assert pytest.approx(3.85) == percentile(values, 95)  # position 2.85 -> 3 + 0.85
+    assert 1.0 == percentile(values, 0)
+    assert 4.0 == percentile(values, 100)
+    assert 7.0 == percentile([7.0], 95)
+    assert math.isnan(percentile([], 50))
+    assert 2.5 == mean(values)
+
+
+def test_summarize_counts_hand_built_runs(tmp_path):
+    """The summary of three hand-built runs and one error equals the hand-computed figures."""
+    out = tmp_path / "r.jsonl"
+    runs = {
+        "a": make_result("a", kept_per_iteration=(3,)),  # 1 iteration, no rewrite
+        "b": make_result(
+            "b", kept_per_iteration=(1, 1, 1), stop=StopReason.ITERATION_CAP, fallback_at=2
+        ),
+        "c": make_result("c", kept_per_iteration=(1, 2)),
+    }
+    with out.open("w") as fh:
+        for (qid, res), secs in zip(runs.items(), (1.0, 3.0, 2.0), strict=True):
+            fh.write(json.dumps(ok_line(qid, qid, res, secs)) + "\n")
+        fh.write(json.dumps(error_line("d", "d", LLMTransportError("down"), 0.5)) + "\n")
+    summary = summarize(read_results(out), ids=["a", "b", "c", "d", "e"])
+    assert (5, 3, 1, 1) == (summary.queries, summary.ok, summary.failures, summary.missing)
+    assert {"enough_relevant": 2, "iteration_cap": 1} == dict(summary.stop_reasons)
+    assert {"LLMTransportError": 1} == dict(summary.error_types)
+    assert pytest.approx(2.0) == summary.mean_iterations  # (1 + 3 + 2) / 3
+    assert pytest.approx(2 / 3) == summary.rewrite_rate
+    assert pytest.approx(1 / 3) == summary.fallback_rate
+    assert 2.0 == summary.latency_p50
+    assert pytest.approx(2.9) == summary.latency_p95  # position 1.9 in 1,2,3
+    # grading: 2 calls per iteration over 6 iterations; rewriting: 1 per rewrite, 3 rewrites
+    assert 12 == summary.usage_by_phase["grading"]["llm_calls"]
+    assert 3 == summary.usage_by_phase["rewriting"]["llm_calls"]
+    assert 15 == summary.llm_calls
+    assert pytest.approx(6 * 0.002 + 3 * 0.001) == summary.cost_usd
+    assert 6 * 120 + 3 * 60 == summary.total_tokens
+    json.dumps(summary.to_dict(), allow_nan=False)
+
+
+def test_batch_writes_one_line_per_query_and_goes_on_after_failures(tmp_path):
+    """Ok and failing queries each get exactly one line and the summary counts both."""
+    queries = tmp_path / "q.jsonl"
+    ids = _write_queries(queries, 12, fail_every=4)
+    out = tmp_path / "out" / "r.jsonl"
+    summary = run_batch(queries, slow_run, out_path=out, concurrency=3, progress=False)
+    lines = _lines(out)
+    assert sorted(ids) == sorted(line["id"] for line in lines)
+    failed = {line["id"] for line in lines if line["status"] == "error"}
+    assert {"q000", "q004", "q008"} == failed
+    assert (12, 9, 3, 0) == (summary.queries, summary.ok, summary.failures, summary.skipped)
+    err = next(line for line in lines if line["status"] == "error")["error"]
+    assert "RuntimeError" == err["type"]
+    ok = next(line for line in lines if line["status"] == "ok")
+    assert 2 == len(ok["result"]["history"])
+
+
+def test_resume_skips_done_ids_and_reruns_errors_unless_told(tmp_path):
+    """A rerun skips ok ids, runs error ids again by default, and skips them on request."""
+    queries = tmp_path / "q.jsonl"
+    _write_queries(queries, 6, fail_every=3)
+    out = tmp_path / "r.jsonl"
+    run_batch(queries, slow_run, out_path=out, concurrency=2, progress=False)
+    calls: list[str] = []
+
+    def counting(q: str):
+        calls.append(q)
+        return slow_run(q, 0.0)
+
+    again = run_batch(queries, counting, out_path=out, concurrency=2, progress=False)
+    assert ["question 0 fail", "question 3 fail"] == sorted(calls)
+    assert (4, 2) == (again.skipped, again.failures)
+    calls.clear()
+    third = run_batch(queries, counting, out_path=out, progress=False, rerun_errors=False)
+    assert ([], 6) == (calls, third.skipped)
+
+
+def test_runner_factory_gives_each_thread_its_own_callable(tmp_path):
+    """With runner_factory, one callable is built per worker thread and never shared."""
+    queries = tmp_path / "q.jsonl"
+    _write_queries(queries, 16)
+    owners: dict[int, set[int]] = {}
+    lock = threading.Lock()
+
+    def factory():
+        def run(q: str):
+            with lock:
+                owners.setdefault(id(run), set()).add(threading.get_ident())
+            return slow_run(q, 0.01)
+
+        return run
+
+    summary = run_batch(
+        queries,
+        runner_factory=factory,
+        out_path=tmp_path / "r.jsonl",
+        concurrency=4,
+        progress=False,
+    )
+    assert 16 == summary.ok
+    assert 1 <= len(owners) <= 4
+    assert all(1 == len(threads) for threads in owners.values())
+
+
+def test_shards_split_one_batch_without_overlap(tmp_path):
+    """Three shards written to three files together hold every id exactly once."""
+    queries = tmp_path / "q.jsonl"
+    ids = _write_queries(queries, 30)
+    seen = []
+    for i in range(3):
+        out = tmp_path / f"r{i}.jsonl"
+        run_batch(queries, lambda q: slow_run(q, 0.0), out_path=out, shard=(i, 3), progress=False)
+        seen += [line["id"] for line in _lines(out)]
+    assert sorted(ids) == sorted(seen)
+
+
+def test_run_batch_validates_arguments(tmp_path):
+    """Bad concurrency, both or neither runner, and a bad shard are ConfigErrors."""
+    qs = [Query("a", "x")]
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(ConfigError, match="concurrency"):
+        run_batch(qs, slow_run, out_path=out, concurrency=0)
+    with pytest.raises(ConfigError, match="exactly one"):
+        run_batch(qs, out_path=out)
+    with pytest.raises(ConfigError, match="shard"):
+        run_batch(qs, slow_run, out_path=out, shard=(3, 3))
+
+
+def test_torn_last_line_is_cut_on_resume(tmp_path):
+    """A half-written last line is removed on resume and its query is run again."""
+    queries = tmp_path / "q.jsonl"
+    _write_queries(queries, 3)
+    out = tmp_path / "r.jsonl"
+    run_batch(queries, lambda q: slow_run(q, 0.0), out_path=out, progress=False)
+    whole = out.read_bytes().split(b"\n")
+    out.write_bytes(b"\n".join(whole[:2]) + b"\n" + whole[2][: len(whole[2]) // 2])
+    assert 2 == len(read_results(out))  # the torn line is ignored when reading
+    summary = run_batch(queries, lambda q: slow_run(q, 0.0), out_path=out, progress=False)
+    assert (3, 2) == (summary.ok, summary.skipped)
+    assert 3 == len(_lines(out))
+    assert 0 == repair_torn_tail(out)
+
+
+def test_a_corrupt_complete_line_is_reported_not_overwritten(tmp_path):
+    """A complete line that is not JSON (not a crash artefact) stops the resume with its line."""
+    out = tmp_path / "r.jsonl"
+    out.write_text("garbage\n")
+    with pytest.raises(InputError, match="line 1"):
+        run_batch([Query("a", "x")], slow_run, out_path=out, progress=False)
+    assert "garbage\n" == out.read_text()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from corrective_rag.batch import run_batch
+    from runs_helpers import slow_run
+    try:
+        run_batch(sys.argv[1], lambda q: slow_run(q, 0.02), out_path=sys.argv[2],
+                  concurrency=4, progress=False)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    """
+)
+
+
+def _start_child(tmp_path: Path, queries: Path, out: Path) -> subprocess.Popen:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]))
+    return subprocess.Popen([sys.executable, str(script), str(queries), str(out)], env=env)
+
+
+def _wait_for_lines(out: Path, n: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.01)
+    raise AssertionError("child finished or stalled before the kill point")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_batch_resumes_with_no_loss_and_no_duplicates(tmp_path, sig):
+    """A batch killed mid-run (SIGKILL or Ctrl-C) resumes to every id exactly once."""
+    queries = tmp_path / "q.jsonl"
+    ids = _write_queries(queries, 400)
+    out = tmp_path / "r.jsonl"
+    proc = _start_child(tmp_path, queries, out)
+    _wait_for_lines(out, 40, proc)
+    proc.send_signal(sig)
+    code = proc.wait(timeout=60)
+    assert (-signal.SIGKILL if sig == signal.SIGKILL else 130) == code
+    before = [rec.id for rec in read_results(out)]
+    assert len(ids) > len(before) >= 40
+    assert len(before) == len(set(before))
+    if sig == signal.SIGINT:  # Ctrl-C ends on a whole line
+        assert out.read_bytes().endswith(b"\n")
+    summary = run_batch(queries, lambda q: slow_run(q, 0.0), out_path=out, progress=False)
+    after = [line["id"] for line in _lines(out)]
+    assert sorted(ids) == sorted(after)
+    assert (400, len(before)) == (summary.ok, summary.skipped)
