@@ -39,14 +39,13 @@ def _queries(n: int, seed: int) -> list:
 def run(
     latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int, keep: str | None = None
 ) -> dict:
-    from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
-    from corrective_rag.testing.fakes import ListRetriever
-
     from corrective_rag.batch import run_batch
     from corrective_rag.demo import stdlib_documents
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.llm.client import OpenAIChatClient
+    from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.testing.fakes import ListRetriever
     from corrective_rag.testing.server import ScriptedLLMServer
 
     retriever = ListRetriever(stdlib_documents())

@@ -4,6 +4,8 @@ The loop: retrieve (hybrid BM25 + dense) -> evaluate (JSON verdicts) -> filter -
 with every iteration recorded in the result's history.
 """
 
+from corrective_rag.batch import run_batch
+from corrective_rag.budget import Budget
 from corrective_rag.errors import (
     ConfigError,
     CorrectiveRAGError,
@@ -12,6 +14,18 @@ from corrective_rag.errors import (
     StoreError,
     VerdictParseError,
 )
+from corrective_rag.evaluate.llm import LLMEvaluator
+from corrective_rag.evaluate.local import LocalEvaluator
+from corrective_rag.evaluate.policy import FilterPolicy, get_policy
+from corrective_rag.generate import LLMGenerator
+from corrective_rag.history import HistoryStore, render_table, result_from_json, result_to_json
+from corrective_rag.llm.client import OpenAIChatClient, Pricing, Retries, Timeouts
+from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.store.loaders import load_documents
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -28,19 +42,40 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "Budget",
     "ConfigError",
     "CorrectiveRAGError",
+    "CorrectiveRAGOrchestrator",
     "CragAction",
     "Document",
+    "FilterPolicy",
+    "HistoryStore",
     "Hit",
+    "HybridStore",
     "InputError",
     "IterationRecord",
     "LLMError",
+    "LLMEvaluator",
+    "LLMGenerator",
+    "LLMRewriter",
+    "LocalEvaluator",
+    "LocalRewriter",
+    "OpenAIChatClient",
+    "Pricing",
+    "Retries",
     "RunResult",
+    "SentenceTransformerEmbedder",
     "StopReason",
     "StoreError",
+    "Timeouts",
     "Usage",
     "Verdict",
     "VerdictParseError",
     "__version__",
+    "get_policy",
+    "load_documents",
+    "render_table",
+    "result_from_json",
+    "result_to_json",
+    "run_batch",
 ]

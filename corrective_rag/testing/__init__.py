@@ -1,1 +1,18 @@
 """Public test helpers for users' own tests: scripted components and a scripted LLM server."""
+
+from corrective_rag.testing.fakes import (
+    ListRetriever,
+    ScriptedEvaluator,
+    ScriptedGenerator,
+    ScriptedRewriter,
+)
+from corrective_rag.testing.server import Fault, ScriptedLLMServer
+
+__all__ = [
+    "Fault",
+    "ListRetriever",
+    "ScriptedEvaluator",
+    "ScriptedGenerator",
+    "ScriptedLLMServer",
+    "ScriptedRewriter",
+]
