@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir")
     parser.add_argument("--json", dest="json_out")
-    parser.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
+    parser.add_argument("--fusion", choices=["rrf", "convex"], default="convex")
     parser.add_argument("--alpha", type=float, default=0.5, help="dense weight for --fusion convex")
     parser.add_argument("--rrf-k", type=int, default=60)
     parser.add_argument(

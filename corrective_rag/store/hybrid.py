@@ -27,12 +27,12 @@ from corrective_rag.errors import (
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.dense import RESERVED_PREFIX, DenseIndex, Record
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
-from corrective_rag.store.fusion import Fusion, RRFusion
+from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import WriterLock, bm25_path, load_consistent, new_stamp, rebuild
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document, Hit, LegScore
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +40,9 @@ DEFAULT_COLLECTION = "corrective_rag"
 # Each leg hands over its best 100: deep enough that a document one leg ranks ~50th can still be
 # lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.
 DEFAULT_CANDIDATES = 100
+# Equal weights on both legs' normalised scores: no leg is trusted more a priori. Measured over
+# cisi, cranfield, cacm and hotpotqa-500 (README), it beat RRF k=60 and alpha 0.3-0.7 on average.
+DEFAULT_ALPHA = 0.5
 MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
 LEGS = ("bm25", "dense")
 
@@ -92,7 +95,9 @@ class HybridStore:
         collection: the chroma collection name (3-512 characters).
         embedder: computes embeddings; ``SentenceTransformerEmbedder()`` (offline
             all-MiniLM-L6-v2) by default, created lazily.
-        fusion: how the legs are fused; ``RRFusion()`` (RRF, k=60) by default.
+        fusion: how the legs are fused; ``ConvexFusion(0.5)`` by default (equal weights on
+            min-max normalised scores: the best mean nDCG@10 over the four benchmark
+            collections, and better than either leg alone on each); ``RRFusion()`` for RRF.
         candidates: how many candidates each leg hands to fusion (at least ``top_k`` is used).
         directory: for persistent stores, where the BM25 side is saved (and locked).
         prefer_fast_bm25: use ``rank_bm25_rs`` when installed (identical scores to rank_bm25).
@@ -121,7 +126,7 @@ class HybridStore:
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ConfigError("embedder must have an embed(texts) method")
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
-        self.fusion: Fusion = fusion or RRFusion()
+        self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
         self.collection_name = collection
         self.directory = directory
