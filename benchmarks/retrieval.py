@@ -64,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES)
     parser.add_argument("--embedding-cache", help="an .npz file reused across runs")
+    parser.add_argument("--torch-threads", type=int, help="torch intra-op threads")
     args = parser.parse_args(argv)
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
 
     data = load_beir(args.data_dir)
     queries = data.judged_queries()
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             "fusion": repr(fusion),
             "candidates": args.candidates,
             "bm25": store._bm25.implementation,
+            "torch_threads": args.torch_threads or "default",
         },
         "runs": runs,
     }
