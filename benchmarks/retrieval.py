@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir")
     parser.add_argument("--json", dest="json_out")
-    parser.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
+    parser.add_argument("--fusion", choices=["rrf", "convex"], default="convex")
     parser.add_argument("--alpha", type=float, default=0.5, help="dense weight for --fusion convex")
     parser.add_argument("--rrf-k", type=int, default=60)
     parser.add_argument(
@@ -64,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES)
     parser.add_argument("--embedding-cache", help="an .npz file reused across runs")
+    parser.add_argument("--torch-threads", type=int, help="torch intra-op threads")
     args = parser.parse_args(argv)
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
 
     data = load_beir(args.data_dir)
     queries = data.judged_queries()
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             "fusion": repr(fusion),
             "candidates": args.candidates,
             "bm25": store._bm25.implementation,
+            "torch_threads": args.torch_threads or "default",
         },
         "runs": runs,
     }

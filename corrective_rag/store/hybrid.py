@@ -19,20 +19,20 @@ import structlog
 
 from corrective_rag.errors import (
     ConfigError,
-    DuplicateIdError,
     InputError,
     StoreConsistencyError,
     StoreError,
 )
 from corrective_rag.protocols import Embedder
-from corrective_rag.store.dense import RESERVED_PREFIX, DenseIndex, Record
+from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
+from corrective_rag.store.dense import DenseIndex, Record
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
-from corrective_rag.store.fusion import Fusion, RRFusion
+from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import WriterLock, bm25_path, load_consistent, new_stamp, rebuild
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document, Hit, LegScore
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
 
 log = structlog.get_logger(__name__)
 
@@ -40,39 +40,11 @@ DEFAULT_COLLECTION = "corrective_rag"
 # Each leg hands over its best 100: deep enough that a document one leg ranks ~50th can still be
 # lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.
 DEFAULT_CANDIDATES = 100
+# Equal weights on both legs' normalised scores: no leg is trusted more a priori. Measured over
+# cisi, cranfield, cacm and hotpotqa-500 (README), it beat RRF k=60 and alpha 0.3-0.7 on average.
+DEFAULT_ALPHA = 0.5
 MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
 LEGS = ("bm25", "dense")
-
-
-def _validate_documents(documents: Iterable[Document]) -> list[Document]:
-    if isinstance(documents, Document):
-        documents = [documents]
-    docs = list(documents)
-    for doc in docs:
-        if not isinstance(doc, Document):
-            raise InputError(f"expected Document, got {type(doc).__name__}")
-        reserved = [k for k in doc.metadata if k.startswith(RESERVED_PREFIX)]
-        if reserved:
-            raise InputError(f"document {doc.id!r}: metadata keys {reserved} are reserved")
-    _check_unique([d.id for d in docs])
-    return docs
-
-
-def _check_unique(ids: Sequence[str]) -> None:
-    seen: set[str] = set()
-    repeated = [i for i in ids if i in seen or seen.add(i)]  # type: ignore[func-returns-value]
-    if repeated:
-        raise DuplicateIdError(repeated)
-
-
-def _validate_ids(ids: Iterable[str]) -> list[str]:
-    if isinstance(ids, str):
-        raise InputError("pass a list of ids, not one string")
-    out = list(ids)
-    for doc_id in out:
-        if not isinstance(doc_id, str) or not doc_id:
-            raise InputError(f"document ids must be non-empty strings, got {doc_id!r}")
-    return out
 
 
 def _wrapped(exc: Exception) -> StoreError:
@@ -92,7 +64,9 @@ class HybridStore:
         collection: the chroma collection name (3-512 characters).
         embedder: computes embeddings; ``SentenceTransformerEmbedder()`` (offline
             all-MiniLM-L6-v2) by default, created lazily.
-        fusion: how the legs are fused; ``RRFusion()`` (RRF, k=60) by default.
+        fusion: how the legs are fused; ``ConvexFusion(0.5)`` by default (equal weights on
+            min-max normalised scores: the best mean nDCG@10 over the four benchmark
+            collections, and better than either leg alone on each); ``RRFusion()`` for RRF.
         candidates: how many candidates each leg hands to fusion (at least ``top_k`` is used).
         directory: for persistent stores, where the BM25 side is saved (and locked).
         prefer_fast_bm25: use ``rank_bm25_rs`` when installed (identical scores to rank_bm25).
@@ -121,7 +95,7 @@ class HybridStore:
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ConfigError("embedder must have an embed(texts) method")
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
-        self.fusion: Fusion = fusion or RRFusion()
+        self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
         self.collection_name = collection
         self.directory = directory
@@ -226,7 +200,7 @@ class HybridStore:
     def get(self, ids: Iterable[str]) -> list[Document]:
         """The stored documents among ``ids``, in the order asked; unknown ids are skipped."""
         self._check_open()
-        wanted = _validate_ids(ids)
+        wanted = validate_ids(ids)
         found = self._dense.documents(wanted) if wanted else {}
         return [found[i] for i in wanted if i in found]
 
@@ -321,9 +295,12 @@ class HybridStore:
         for name, run in runs.items():
             for rank, (doc_id, score) in enumerate(run, start=1):
                 legs.setdefault(doc_id, []).append(LegScore(name, rank, score))
+        if len(documents) < len(ranked):  # another client deleted them on a shared server
+            log.warning("hits_vanished", missing=len(ranked) - len(documents))
+        found = [(doc_id, score) for doc_id, score in ranked if doc_id in documents]
         return [
             Hit(documents[doc_id], score, rank, tuple(legs.get(doc_id, ())))
-            for rank, (doc_id, score) in enumerate(ranked, start=1)
+            for rank, (doc_id, score) in enumerate(found, start=1)
         ]
 
     # -- writing -----------------------------------------------------------------------------
@@ -336,16 +313,16 @@ class HybridStore:
             InputError: a document is invalid or its id is already stored (use :meth:`upsert`).
             StoreError: the write failed; nothing was written.
         """
-        self._write(_validate_documents(documents), replace=False)
+        self._write(validate_documents(documents), replace=False)
 
     def upsert(self, documents: Iterable[Document]) -> None:
         """Add documents or replace those with the same id; unchanged texts are not re-embedded."""
-        self._write(_validate_documents(documents), replace=True)
+        self._write(validate_documents(documents), replace=True)
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id; unknown ids are ignored. Returns how many were deleted."""
-        wanted = _validate_ids(ids)
-        _check_unique(wanted)
+        wanted = validate_ids(ids)
+        check_unique(wanted)
         with self._lock:
             self._check_open()
             previous = self._dense.records(wanted) if wanted else {}

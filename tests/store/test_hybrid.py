@@ -19,7 +19,7 @@ from corrective_rag.errors import (
 )
 from corrective_rag.protocols import Retriever
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
-from corrective_rag.store.fusion import ConvexFusion
+from corrective_rag.store.fusion import RRFusion
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.persist import bm25_path
 from corrective_rag.text import tokenize
@@ -70,8 +70,8 @@ def test_retrieve_ranks_the_matching_document_first(store: HybridStore) -> None:
 
 
 def test_single_leg_search_and_convex_fusion(embedder: SentenceTransformerEmbedder) -> None:
-    """search() returns one leg's ranking; a convex-fusion store ranks the obvious match first."""
-    with HybridStore.in_memory(embedder=embedder, fusion=ConvexFusion(0.5)) as s:
+    """search() returns one leg's ranking; an RRF store ranks the obvious match first too."""
+    with HybridStore.in_memory(embedder=embedder, fusion=RRFusion()) as s:
         s.add(CORPUS)
         bm25 = s.search("owls birds", leg="bm25", top_k=5)
         assert "owl" == bm25[0].document.id
