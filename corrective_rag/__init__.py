@@ -24,6 +24,7 @@ from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.store.fusion import ConvexFusion, RRFusion
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.loaders import load_documents
 from corrective_rag.types import (
@@ -44,6 +45,7 @@ __all__ = [
     "Answer",
     "Budget",
     "ConfigError",
+    "ConvexFusion",
     "CorrectiveRAGError",
     "CorrectiveRAGOrchestrator",
     "CragAction",
@@ -62,6 +64,7 @@ __all__ = [
     "LocalRewriter",
     "OpenAIChatClient",
     "Pricing",
+    "RRFusion",
     "Retries",
     "RunResult",
     "SentenceTransformerEmbedder",
