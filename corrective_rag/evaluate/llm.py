@@ -11,7 +11,7 @@ relevant or irrelevant.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from corrective_rag.errors import (
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
 from corrective_rag.evaluate.normalise import normalise_verdict
+from corrective_rag.inputs import check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import parallel_map
 from corrective_rag.llm.jsonparse import parse_json_object
@@ -100,8 +101,9 @@ class LLMEvaluator:
             InputError: empty question, non-documents or repeated ids.
             VerdictParseError, LLMError: only in strict mode, when a document cannot be graded.
         """
-        if not isinstance(question, str) or not question.strip():
-            raise InputError("question must be a non-empty string")
+        check_query(question, what="question")
+        if isinstance(documents, str | bytes | Document) or not isinstance(documents, Iterable):
+            raise InputError("documents must be a sequence of Document")
         docs = list(documents)
         if not all(isinstance(d, Document) for d in docs):
             raise InputError("documents must be Document instances")

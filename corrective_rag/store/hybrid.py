@@ -24,6 +24,7 @@ from corrective_rag.errors import (
     StoreConsistencyError,
     StoreError,
 )
+from corrective_rag.inputs import check_query
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.dense import RESERVED_PREFIX, DenseIndex, Record
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
@@ -41,16 +42,33 @@ DEFAULT_COLLECTION = "corrective_rag"
 # lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.
 DEFAULT_CANDIDATES = 100
 MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
+# The embedding model reads ~256 tokens (~1 KB) of a text; a megabyte document is indexed by its
+# first lines only and stalls the write for tens of seconds. Longer texts belong in chunks.
+MAX_TEXT_CHARS = 1_000_000
 LEGS = ("bm25", "dense")
+
+
+def _as_list(items: Any, what: str) -> list[Any]:
+    if isinstance(items, str | bytes) and what == "documents":
+        raise InputError(f"{what} must be an iterable of Document, got {type(items).__name__}")
+    try:
+        return list(items)
+    except TypeError as exc:
+        raise InputError(f"{what} must be an iterable, got {type(items).__name__}") from exc
 
 
 def _validate_documents(documents: Iterable[Document]) -> list[Document]:
     if isinstance(documents, Document):
         documents = [documents]
-    docs = list(documents)
+    docs = _as_list(documents, "documents")
     for doc in docs:
         if not isinstance(doc, Document):
             raise InputError(f"expected Document, got {type(doc).__name__}")
+        if len(doc.text) > MAX_TEXT_CHARS:
+            raise InputError(
+                f"document {doc.id!r}: text of {len(doc.text)} characters is longer than "
+                f"{MAX_TEXT_CHARS}; split it (load_documents cuts files into token windows)"
+            )
         reserved = [k for k in doc.metadata if k.startswith(RESERVED_PREFIX)]
         if reserved:
             raise InputError(f"document {doc.id!r}: metadata keys {reserved} are reserved")
@@ -66,9 +84,9 @@ def _check_unique(ids: Sequence[str]) -> None:
 
 
 def _validate_ids(ids: Iterable[str]) -> list[str]:
-    if isinstance(ids, str):
+    if isinstance(ids, str | bytes):
         raise InputError("pass a list of ids, not one string")
-    out = list(ids)
+    out = _as_list(ids, "ids")
     for doc_id in out:
         if not isinstance(doc_id, str) or not doc_id:
             raise InputError(f"document ids must be non-empty strings, got {doc_id!r}")
@@ -109,6 +127,7 @@ class HybridStore:
         directory: str | None = None,
         prefer_fast_bm25: bool = True,
         _drop_on_close: bool = False,
+        _writer: WriterLock | None = None,
     ) -> None:
         if not isinstance(collection, str) or not 3 <= len(collection) <= 512:
             raise ConfigError(f"collection name must have 3-512 characters, got {collection!r}")
@@ -139,7 +158,7 @@ class HybridStore:
             raise StoreError(f"cannot open chroma collection {collection!r}: {exc}") from exc
         self._dense = DenseIndex(chroma, self.embedder)
         if directory is not None:
-            self._writer = WriterLock(directory)
+            self._writer = _writer or WriterLock(directory)
             try:
                 self._bm25, self._stamp = load_consistent(
                     directory, collection, self._dense, prefer_fast=prefer_fast_bm25
@@ -178,8 +197,14 @@ class HybridStore:
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise ConfigError(f"{directory} exists and is not a directory")
         os.makedirs(directory, exist_ok=True)
-        client = chromadb.PersistentClient(path=directory)
-        return cls(client, directory=directory, **kwargs)
+        # Lock before chroma opens its files, so a second writer is refused before it touches them.
+        lock = WriterLock(directory)
+        try:
+            client = chromadb.PersistentClient(path=directory)
+            return cls(client, directory=directory, _writer=lock, **kwargs)
+        except BaseException:
+            lock.release()
+            raise
 
     @classmethod
     def connect(
@@ -291,8 +316,7 @@ class HybridStore:
 
     @staticmethod
     def _check_query(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:
-        if not isinstance(query, str) or not query.strip():
-            raise InputError(f"query must be a non-empty string, got {query!r}")
+        check_query(query, what="query")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
             raise ConfigError(f"top_k must be an int in 1..{MAX_TOP_K}, got {top_k!r}")
         if where is not None and (not isinstance(where, Mapping) or not where):
