@@ -4,7 +4,9 @@ Per ``evaluate`` call: cached verdicts are reused; the other documents are trunc
 ``max_doc_tokens`` and graded ``batch_size`` per call, batches in parallel. A verdict is accepted
 only for an id that was sent in that call (others are ignored and logged); an id answered twice
 with different verdicts is treated as unanswered, since one of the two may be forged by a
-document. Unanswered ids and every document of an unreadable batch are graded again one per call.
+document. A document that looks like an injection (delimiter tags, verdict-shaped JSON, "ignore
+previous instructions") is graded in a call of its own. Unanswered ids and every document of an
+unreadable batch are graded again one per call.
 What still fails becomes ``Verdict.ungraded`` (lenient) or raises (strict); it is never counted as
 relevant or irrelevant.
 """
@@ -120,8 +122,14 @@ class LLMEvaluator:
             else:
                 text = self.counter.truncate(doc.text, self.max_doc_tokens)
                 pending.append(_Item(doc, text, key))
-        batches = [
-            pending[i : i + self.batch_size] for i in range(0, len(pending), self.batch_size)
+        # A document shaped like an injection is graded in a call of its own: a model that obeys
+        # it can then misjudge that document only, never the others of its batch.
+        alone = [[item] for item in pending if prompts.looks_injected(item.text)]
+        if alone:
+            log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
+        shared = [item for item in pending if not prompts.looks_injected(item.text)]
+        batches = alone + [
+            shared[i : i + self.batch_size] for i in range(0, len(shared), self.batch_size)
         ]
         usage = Usage()
         results = parallel_map(
