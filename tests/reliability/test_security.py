@@ -140,6 +140,7 @@ def test_orchestrator_batch_and_history_files_never_hold_the_key(tmp_path):
     assert "401" in (tmp_path / "results.jsonl").read_text()  # the error path ran
 
 
+@pytest.mark.slow  # four real processes, each loading the embedding model (~65 s)
 def test_cli_with_key_in_environment_never_prints_or_writes_it(tmp_path):
     """`corrective-rag index/run/batch --llm-url` with OPENAI_API_KEY set never shows the key."""
     corpus = tmp_path / "corpus.jsonl"
