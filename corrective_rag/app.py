@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ class Options:
     chroma_port: int = 8000
     llm_url: str | None = None
     model: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never shown in a repr or a log
     local_llm: str | None = None
     policy: str = "general"
     max_iterations: int = 3

@@ -34,6 +34,7 @@ from typing import IO, Any, TypeAlias
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.inputs import check_query
 from corrective_rag.jsonl import iter_jsonl
 from corrective_rag.results import (
     error_line,
@@ -80,6 +81,8 @@ class Query:
             raise InputError(f"query id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.query, str) or not self.query.strip():
             raise InputError(f"query {self.id!r}: question must be a non-empty string")
+        check_query(self.id, what="query id")
+        check_query(self.query, what=f"query {self.id!r}")
 
 
 def _pick(obj: Mapping[str, Any], *names: str) -> Any:
@@ -120,7 +123,10 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
             raise InputError(f"{where}: duplicate id {qid!r} (first on line {seen[qid]})")
         seen[qid] = lineno
         extra = {k: v for k, v in obj.items() if k not in ("id", "_id", "query", "text")}
-        queries.append(Query(qid, text, lineno, extra))
+        try:
+            queries.append(Query(qid, text, lineno, extra))
+        except InputError as exc:  # NUL, invalid Unicode or an oversized question
+            raise InputError(f"{where}: {exc}") from exc
     return queries
 
 
@@ -140,6 +146,12 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _check_shard(shard: tuple[int, int]) -> None:
+    if (
+        not isinstance(shard, tuple)
+        or len(shard) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in shard)
+    ):
+        raise ConfigError(f"shard must be a tuple (i, n) of two ints, got {shard!r}")
     i, n = shard
     if n < 1 or not 0 <= i < n:
         raise ConfigError(f"shard I/N needs N >= 1 and 0 <= I < N, got {i}/{n}")
@@ -162,6 +174,8 @@ class _Writer:
     """Appends whole lines to the results file, one ``write`` and one ``fsync`` per line."""
 
     def __init__(self, path: Path, *, fsync: bool) -> None:
+        if path.is_dir():
+            raise InputError(f"results path {path} is a folder, not a file")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._fsync = fsync
@@ -177,7 +191,10 @@ class _Writer:
             raise InputError(f"another batch is writing to {path}") from exc
 
     def write(self, obj: Mapping[str, Any]) -> None:
-        data = (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        try:
+            data = (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in an error message: escape, never crash
+            data = (json.dumps(obj, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
         view = memoryview(data)
         while view:  # os.write may write less than asked; never leave half a line behind
             view = view[os.write(self._fd, view) :]
@@ -287,7 +304,13 @@ def run_batch(
         raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
     if shard is not None:
         _check_shard(shard)
-    items = read_queries(queries) if isinstance(queries, str | os.PathLike) else list(queries)
+    items: list[Any] = []
+    if isinstance(queries, str | os.PathLike):
+        items = read_queries(queries)
+    elif isinstance(queries, Sequence) and all(isinstance(q, Query) for q in queries):
+        items = list(queries)
+    else:
+        raise InputError("queries must be a queries file path or a sequence of Query values")
     ids = [q.id for q in items]
     if len(set(ids)) != len(ids):
         raise InputError("query ids must be unique within a batch")

@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -44,6 +44,14 @@ def _shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one ``corrective-rag: error:`` line like every other."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f" (see {self.prog} --help)"
+        self.exit(EXIT_USAGE, f"{PROG}: error: {' '.join(message.split())}{hint}\n")
+
+
 def _pipeline_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("store and components")
     g.add_argument("--store", metavar="DIR", help="folder of the persistent hybrid store")
@@ -65,7 +73,7 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``corrective-rag``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description="Retrieval that checks its documents and corrects its own queries."
     )
     parser.add_argument("--verbose", "-v", action="store_true", help="log every step to stderr")
@@ -189,6 +197,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug, not the user's doing: one line, the traceback on request
+        if args.verbose:
+            raise
+        return _fail(
+            RuntimeError(f"internal error: {type(exc).__name__}: {exc} (rerun with --verbose)"),
+            EXIT_ERROR,
+        )
 
 
 def _fail(exc: BaseException, code: int) -> int:

@@ -134,8 +134,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run one question and print its iteration table, kept documents and usage."""
     from corrective_rag.app import check_reachable, open_store, orchestrator
     from corrective_rag.codec import to_dict
+    from corrective_rag.inputs import check_query
     from corrective_rag.report import render_kept
 
+    # A bad question fails before the store and the embedding model load. A question typed as
+    # bytes that are not UTF-8 reaches Python as lone surrogates and is refused here too.
+    check_query(args.question, what="question")
     opts = options(args)
     if opts.llm_url:
         check_reachable(opts.llm_url)  # before loading the store and the embedding model

@@ -54,10 +54,12 @@ def result_from_json(text: str) -> RunResult:
     Raises:
         InputError: the text is not JSON or does not have the shape of a RunResult.
     """
+    if not isinstance(text, str | bytes | bytearray):
+        raise InputError(f"run result must be JSON text, got {type(text).__name__}")
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise InputError(f"run result is not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # also bytes that are not UTF-8, deep nesting
+        raise InputError(f"run result is not valid JSON: {type(exc).__name__}: {exc}") from exc
     return from_dict(RunResult, data)
 
 
@@ -112,6 +114,8 @@ class HistoryStore:
                     data = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                except RecursionError as exc:  # valid-looking but hostile: not a torn write
+                    raise InputError(f"{self.path}:{number}: JSON nested too deeply") from exc
                 try:
                     yield from_dict(RunResult, data)
                 except InputError as exc:

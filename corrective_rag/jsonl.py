@@ -10,23 +10,39 @@ from typing import Any
 
 from corrective_rag.errors import InputError
 
-__all__ = ["iter_jsonl"]
+__all__ = ["decode_line", "iter_jsonl"]
 
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, decoded value)`` for every non-blank line of a JSONL file.
 
     Raises:
-        InputError: when the file is missing or a line is not valid JSON (names the line).
+        InputError: when the file is missing or a line is not UTF-8 or not valid JSON (names
+            the line).
     """
     p = Path(path)
     if not p.is_file():
         raise InputError(f"file not found: {p}")
-    with p.open(encoding="utf-8") as fh:
+    with p.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
-            try:
-                yield lineno, json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}: line {lineno}: not valid JSON ({exc.msg})") from exc
+            yield lineno, decode_line(raw, f"{p}: line {lineno}")
+
+
+def decode_line(raw: bytes, where: str) -> Any:
+    """Decode one JSONL line (bytes) or raise :class:`InputError` naming ``where``.
+
+    Catches what ``json.loads`` raises beyond ``JSONDecodeError`` on hostile input: bytes that
+    are not UTF-8 and nesting deep enough to exhaust the recursion limit.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise InputError(f"{where}: JSON nested too deeply") from exc

@@ -19,9 +19,10 @@ from typing import Any
 import structlog
 
 from corrective_rag.budget import Budget, documents_per_call
-from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
+from corrective_rag.errors import ConfigError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.history import record_fields
+from corrective_rag.inputs import MAX_QUERY_BYTES, check_query
 from corrective_rag.multiquery import search_queries
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.refine import recompose, refine
@@ -49,7 +50,6 @@ __all__ = ["ABSTAIN_TEXT", "MAX_QUERY_BYTES", "CorrectiveRAGOrchestrator"]
 
 log = structlog.get_logger(__name__)
 
-MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
 MAX_TOP_K = 1000  # more documents per iteration than any evaluator should judge in one go
 MAX_ITERATIONS = 100  # a loop this long is a configuration mistake, not a search strategy
 ABSTAIN_TEXT = "No relevant documents were found, so no answer is given."
@@ -62,15 +62,7 @@ def _check_int(name: str, value: object, low: int, high: int) -> int:
 
 
 def _check_question(question: object) -> str:
-    if not isinstance(question, str):
-        raise InputError(f"question must be a string, got {type(question).__name__}")
-    if not question.strip():
-        raise InputError("question is empty or only whitespace")
-    if "\x00" in question:
-        raise InputError("question contains NUL characters")
-    if len(question.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
-        raise InputError(f"question longer than {MAX_QUERY_BYTES} bytes")
-    return question
+    return check_query(question, what="question")
 
 
 @dataclass(slots=True)

@@ -15,7 +15,6 @@ several lines for one id (an error, then the ok line of a rerun): the last line 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import structlog
 
 from corrective_rag.codec import from_dict, to_dict
 from corrective_rag.errors import InputError
+from corrective_rag.jsonl import decode_line
 from corrective_rag.types import RunResult
 
 __all__ = [
@@ -180,10 +180,7 @@ def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: line {lineno}: not valid JSON ({exc.msg})") from exc
+        obj = decode_line(raw, f"{p}: line {lineno}")
         records.append(_decode(obj, lineno, str(p)))
     return records
 

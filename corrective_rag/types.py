@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from corrective_rag.errors import InputError
+from corrective_rag.inputs import surrogate_at
 
 __all__ = [
     "Answer",
@@ -52,7 +53,8 @@ class Document:
 
     Attributes:
         id: unique, non-empty, at most 512 characters, no NUL and no control characters.
-        text: non-empty, not only whitespace, no NUL characters.
+        text: non-empty, not only whitespace, no NUL characters; neither id nor text may hold
+            a lone surrogate (text that is not valid Unicode).
         metadata: flat mapping of str to str / int / float / bool (what chromadb can filter on).
     """
 
@@ -77,6 +79,13 @@ class Document:
             raise InputError(f"document {self.id!r}: text is empty or only whitespace")
         if "\x00" in self.text:
             raise InputError(f"document {self.id!r}: text contains NUL characters")
+        for part in ("id", "text"):
+            position = surrogate_at(getattr(self, part))
+            if position is not None:  # cannot be stored, embedded or written as UTF-8
+                raise InputError(
+                    f"document {self.id!r}: {part} is not valid Unicode "
+                    f"(lone surrogate at character {position})"
+                )
         meta = self.metadata if self.metadata is not None else {}
         if not isinstance(meta, Mapping):
             raise InputError(f"document {self.id!r}: metadata must be a mapping")

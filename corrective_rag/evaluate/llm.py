@@ -4,14 +4,16 @@ Per ``evaluate`` call: cached verdicts are reused; the other documents are trunc
 ``max_doc_tokens`` and graded ``batch_size`` per call, batches in parallel. A verdict is accepted
 only for an id that was sent in that call (others are ignored and logged); an id answered twice
 with different verdicts is treated as unanswered, since one of the two may be forged by a
-document. Unanswered ids and every document of an unreadable batch are graded again one per call.
+document. A document that looks like an injection (delimiter tags, verdict-shaped JSON, "ignore
+previous instructions") is graded in a call of its own. Unanswered ids and every document of an
+unreadable batch are graded again one per call.
 What still fails becomes ``Verdict.ungraded`` (lenient) or raises (strict); it is never counted as
 relevant or irrelevant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from corrective_rag.errors import (
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
 from corrective_rag.evaluate.normalise import normalise_verdict
+from corrective_rag.inputs import check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import parallel_map
 from corrective_rag.llm.jsonparse import parse_json_object
@@ -100,8 +103,9 @@ class LLMEvaluator:
             InputError: empty question, non-documents or repeated ids.
             VerdictParseError, LLMError: only in strict mode, when a document cannot be graded.
         """
-        if not isinstance(question, str) or not question.strip():
-            raise InputError("question must be a non-empty string")
+        check_query(question, what="question")
+        if isinstance(documents, str | bytes | Document) or not isinstance(documents, Iterable):
+            raise InputError("documents must be a sequence of Document")
         docs = list(documents)
         if not all(isinstance(d, Document) for d in docs):
             raise InputError("documents must be Document instances")
@@ -118,8 +122,14 @@ class LLMEvaluator:
             else:
                 text = self.counter.truncate(doc.text, self.max_doc_tokens)
                 pending.append(_Item(doc, text, key))
-        batches = [
-            pending[i : i + self.batch_size] for i in range(0, len(pending), self.batch_size)
+        # A document shaped like an injection is graded in a call of its own: a model that obeys
+        # it can then misjudge that document only, never the others of its batch.
+        alone = [[item] for item in pending if prompts.looks_injected(item.text)]
+        if alone:
+            log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
+        shared = [item for item in pending if not prompts.looks_injected(item.text)]
+        batches = alone + [
+            shared[i : i + self.batch_size] for i in range(0, len(shared), self.batch_size)
         ]
         usage = Usage()
         results = parallel_map(

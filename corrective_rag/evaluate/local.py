@@ -27,6 +27,7 @@ import structlog
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.lexical import check_idf, coverage, split_sentences, term_weights
+from corrective_rag.inputs import check_query
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
@@ -253,9 +254,12 @@ def _rescale(probability: float, threshold: float) -> float:
 
 
 def _check(question: str, documents: Sequence[Document]) -> None:
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("question must be a non-empty string")
-    if isinstance(documents, str | Document) or not all(isinstance(d, Document) for d in documents):
+    check_query(question, what="question")
+    if (
+        isinstance(documents, str | bytes | Document)
+        or not isinstance(documents, Sequence)
+        or not all(isinstance(d, Document) for d in documents)
+    ):
         raise InputError("documents must be a sequence of Document")
 
 

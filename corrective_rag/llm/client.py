@@ -75,7 +75,7 @@ class Timeouts:
     def __post_init__(self) -> None:
         for name in ("connect", "read"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value <= 0:
+            if not _finite(value) or value <= 0:
                 raise ConfigError(f"timeouts.{name} must be a positive number, got {value!r}")
 
 
@@ -89,11 +89,15 @@ class Retries:
     retry_after_max: float = 60.0  # a server asking for longer is waited for this long only
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
             raise ConfigError(f"retries.max_retries must be an int >= 0, got {self.max_retries!r}")
         for name in ("backoff_base", "backoff_max", "retry_after_max"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
+            if not _finite(value) or value < 0:
                 raise ConfigError(f"retries.{name} must be a number >= 0, got {value!r}")
 
     def delay(self, attempt: int, jitter: float) -> float:
@@ -111,7 +115,7 @@ class Pricing:
     def __post_init__(self) -> None:
         for name in ("prompt_per_million", "completion_per_million"):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
+            if not _finite(value) or value < 0:
                 raise ConfigError(f"pricing.{name} must be a number >= 0, got {value!r}")
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
@@ -207,9 +211,15 @@ class OpenAIChatClient:
             raise ConfigError("model must be a non-empty string")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise ConfigError("api_key must be a non-empty string or None")
-        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+        if api_key is not None and not _header_safe(api_key):
+            # Said without the key: this message may end up in a log.
+            raise ConfigError(
+                "api_key holds whitespace, control or non-ASCII characters (a stray newline "
+                "from a file or an environment variable?); it cannot be sent in a header"
+            )
+        if not _positive_int(max_concurrency):
             raise ConfigError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-        if not isinstance(max_response_bytes, int) or max_response_bytes < 1024:
+        if not _positive_int(max_response_bytes) or max_response_bytes < 1024:
             raise ConfigError(f"max_response_bytes must be >= 1024, got {max_response_bytes!r}")
         root = base_url.rstrip("/")
         if urlsplit(root).path in ("", "/"):
@@ -257,9 +267,9 @@ class OpenAIChatClient:
             LLMResponseError: an error status (after retries where retryable) or unusable body.
         """
         msgs = _check_messages(messages)
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        if max_tokens is not None and not _positive_int(max_tokens):
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
-        if not isinstance(temperature, int | float) or not 0.0 <= temperature <= 2.0:
+        if not _finite(temperature) or not 0.0 <= temperature <= 2.0:
             raise InputError(f"temperature must be in 0..2, got {temperature!r}")
         while True:
             mode = self.structured_mode if json_schema is not None else None
@@ -481,6 +491,20 @@ class OpenAIChatClient:
 
                 self._counter = TiktokenCounter(model=self.model)
             return self._counter
+
+
+def _finite(value: object) -> bool:
+    """A real number (not a bool, not NaN or infinite)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _header_safe(key: str) -> bool:
+    """Printable ASCII without spaces: what a bearer token can be, and all a header can carry."""
+    return all(33 <= ord(c) <= 126 for c in key)
 
 
 def _check_messages(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:

@@ -26,6 +26,7 @@ __all__ = [
     "document_block",
     "generator_messages",
     "grader_messages",
+    "looks_injected",
     "parse_document_blocks",
     "rewrite_schema",
     "rewriter_messages",
@@ -84,6 +85,25 @@ SUPPORT_SYSTEM = (
 )
 
 _BLOCK = re.compile(r'<document id="([^"<>]*)">(.*?)</document>', re.DOTALL)
+
+
+# What a document written to steer a grader looks like: our own delimiter tags, a verdict-shaped
+# JSON key, or the classic override phrases. Matching is cheap and errs towards isolating.
+_INJECTION = re.compile(
+    r"</?\s*document\b|\"(?:verdicts|relevant|score|confidence)\"\s*:"
+    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?"
+    r"(?:previous|prior|above|earlier|system)\b",
+    re.IGNORECASE,
+)
+
+
+def looks_injected(text: str) -> bool:
+    """True when ``text`` carries delimiter tags, verdict-shaped JSON or override phrases.
+
+    The LLM evaluator grades such a document alone, so that even a model that obeys text inside
+    a document can only misjudge that one document, never its batch neighbours.
+    """
+    return _INJECTION.search(text) is not None
 
 
 def document_block(document_id: str, text: str) -> str:

@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from corrective_rag.errors import DuplicateIdError, InputError
 from corrective_rag.store.dense import RESERVED_PREFIX
 from corrective_rag.types import Document
 
-__all__ = ["check_unique", "validate_documents", "validate_ids"]
+__all__ = ["MAX_TEXT_CHARS", "check_unique", "validate_documents", "validate_ids"]
+
+# The embedding model reads ~256 tokens (~1 KB) of a text; a megabyte document is indexed by its
+# first lines only and stalls the write for tens of seconds. Longer texts belong in chunks.
+MAX_TEXT_CHARS = 1_000_000
+
+
+def _as_list(items: Any, what: str) -> list[Any]:
+    if isinstance(items, str | bytes):
+        raise InputError(f"{what} must be an iterable, not one {type(items).__name__}")
+    try:
+        return list(items)
+    except TypeError as exc:
+        raise InputError(f"{what} must be an iterable, got {type(items).__name__}") from exc
 
 
 def validate_documents(documents: Iterable[Document]) -> list[Document]:
     """Documents as a list, checked for type, reserved metadata keys and repeated ids."""
     if isinstance(documents, Document):
         documents = [documents]
-    docs = list(documents)
+    docs = _as_list(documents, "documents")
     for doc in docs:
         if not isinstance(doc, Document):
             raise InputError(f"expected Document, got {type(doc).__name__}")
+        if len(doc.text) > MAX_TEXT_CHARS:
+            raise InputError(
+                f"document {doc.id!r}: text of {len(doc.text)} characters is longer than "
+                f"{MAX_TEXT_CHARS}; split it (load_documents cuts files into token windows)"
+            )
         reserved = [k for k in doc.metadata if k.startswith(RESERVED_PREFIX)]
         if reserved:
             raise InputError(f"document {doc.id!r}: metadata keys {reserved} are reserved")
@@ -36,9 +55,9 @@ def check_unique(ids: Sequence[str]) -> None:
 
 def validate_ids(ids: Iterable[str]) -> list[str]:
     """Ids as a list of non-empty strings (one bare string is refused: it would iterate)."""
-    if isinstance(ids, str):
+    if isinstance(ids, str | bytes):
         raise InputError("pass a list of ids, not one string")
-    out = list(ids)
+    out = _as_list(ids, "ids")
     for doc_id in out:
         if not isinstance(doc_id, str) or not doc_id:
             raise InputError(f"document ids must be non-empty strings, got {doc_id!r}")

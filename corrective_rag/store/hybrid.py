@@ -23,6 +23,7 @@ from corrective_rag.errors import (
     StoreConsistencyError,
     StoreError,
 )
+from corrective_rag.inputs import check_query
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
 from corrective_rag.store.dense import DenseIndex, Record
@@ -83,6 +84,7 @@ class HybridStore:
         directory: str | None = None,
         prefer_fast_bm25: bool = True,
         _drop_on_close: bool = False,
+        _writer: WriterLock | None = None,
     ) -> None:
         if not isinstance(collection, str) or not 3 <= len(collection) <= 512:
             raise ConfigError(f"collection name must have 3-512 characters, got {collection!r}")
@@ -113,7 +115,7 @@ class HybridStore:
             raise StoreError(f"cannot open chroma collection {collection!r}: {exc}") from exc
         self._dense = DenseIndex(chroma, self.embedder)
         if directory is not None:
-            self._writer = WriterLock(directory)
+            self._writer = _writer or WriterLock(directory)
             try:
                 self._bm25, self._stamp = load_consistent(
                     directory, collection, self._dense, prefer_fast=prefer_fast_bm25
@@ -152,8 +154,14 @@ class HybridStore:
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise ConfigError(f"{directory} exists and is not a directory")
         os.makedirs(directory, exist_ok=True)
-        client = chromadb.PersistentClient(path=directory)
-        return cls(client, directory=directory, **kwargs)
+        # Lock before chroma opens its files, so a second writer is refused before it touches them.
+        lock = WriterLock(directory)
+        try:
+            client = chromadb.PersistentClient(path=directory)
+            return cls(client, directory=directory, _writer=lock, **kwargs)
+        except BaseException:
+            lock.release()
+            raise
 
     @classmethod
     def connect(
@@ -265,8 +273,7 @@ class HybridStore:
 
     @staticmethod
     def _check_query(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:
-        if not isinstance(query, str) or not query.strip():
-            raise InputError(f"query must be a non-empty string, got {query!r}")
+        check_query(query, what="query")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
             raise ConfigError(f"top_k must be an int in 1..{MAX_TOP_K}, got {top_k!r}")
         if where is not None and (not isinstance(where, Mapping) or not where):

@@ -47,8 +47,15 @@ class EmptyRecordError(InputError):
 
 
 def _expand(paths: PathArg | Iterable[PathArg]) -> Iterator[Path]:
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if isinstance(paths, str | os.PathLike):
+        items: list[Any] = [paths]
+    elif isinstance(paths, bytes) or not isinstance(paths, Iterable):
+        raise InputError(f"paths must be a path or an iterable of paths, got {paths!r}")
+    else:
+        items = list(paths)
     for item in items:
+        if not isinstance(item, str | os.PathLike) or not str(item):
+            raise InputError(f"expected a file or folder path, got {item!r}")
         path = Path(item)
         if path.is_dir():
             for child in sorted(path.rglob("*")):
@@ -96,6 +103,8 @@ def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: invalid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise InputError(f"{where}: JSON nested too deeply") from exc
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     doc_id = obj.get("_id", obj.get("id"))
@@ -143,8 +152,9 @@ def iter_documents(
             corpora (Cranfield) have a few.
 
     Raises:
-        InputError: a file is missing, unreadable, of an unknown kind, or a JSONL line is bad
-            (the message names the file and line).
+        InputError: a file is missing, unreadable, not UTF-8, of an unknown kind, a JSONL line
+            is bad, a text holds NUL or invalid Unicode, or a document id repeats (the message
+            names the file and line).
         ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
     """
     if chunk_tokens is not None:
@@ -156,15 +166,31 @@ def iter_documents(
             raise ConfigError(f"overlap must be in 0..{chunk_tokens - 1}, got {overlap}")
         counter = counter or TiktokenCounter()
     options: dict[str, Any] = {"counter": counter, "size": chunk_tokens, "overlap": overlap}
-    for path in _expand(paths):
+    seen: dict[str, str] = {}  # id -> where it came from: a repeated id would overwrite silently
+    for doc, where in _located(_expand(paths), options, skip_empty):
+        if doc.id in seen:
+            raise InputError(f"{where}: duplicate document id {doc.id!r} (first at {seen[doc.id]})")
+        seen[doc.id] = where
+        yield doc
+
+
+def _located(
+    files: Iterable[Path], options: dict[str, Any], skip_empty: bool
+) -> Iterator[tuple[Document, str]]:
+    """Each file's documents with the place (file, or file:line) each one came from."""
+    for path in files:
         suffix = path.suffix.lower()
         if suffix in TEXT_SUFFIXES:
             text = _read_text(path)
             if not text.strip():
                 raise InputError(f"{path}: file is empty")
-            yield from _chunks(
-                str(path), text, {"source": str(path)}, always_number=True, **options
-            )
+            try:
+                for doc in _chunks(
+                    str(path), text, {"source": str(path)}, always_number=True, **options
+                ):
+                    yield doc, str(path)
+            except InputError as exc:  # NUL or an unencodable character in the text
+                raise InputError(f"{path}: {exc}") from exc
         elif suffix in JSONL_SUFFIXES:
             try:
                 with path.open(encoding="utf-8") as fh:
@@ -178,7 +204,14 @@ def iter_documents(
                                 raise
                             log.info("empty_record_skipped", detail=str(exc))
                             continue
-                        yield from _chunks(doc_id, text, meta, always_number=False, **options)
+                        try:
+                            chunks = list(
+                                _chunks(doc_id, text, meta, always_number=False, **options)
+                            )
+                        except InputError as exc:  # a bad id or text, named with its line
+                            raise InputError(f"{path}:{number}: {exc}") from exc
+                        for doc in chunks:
+                            yield doc, f"{path}:{number}"
             except UnicodeDecodeError as exc:
                 raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
         else:

@@ -158,8 +158,9 @@ def test_injected_document_cannot_forge_another_verdict():
     injected = [Document("d0", attack), Document("d1", OFF_TOPIC)]
     with ScriptedLLMServer() as srv:
         evaluation = LLMEvaluator(client(srv), batch_size=2).evaluate(QUESTION, injected)
-        user = srv.requests[0]["messages"][-1]["content"]
-    assert [("d0", attack), ("d1", OFF_TOPIC)] == prompts.parse_document_blocks(user)
+        sent = [prompts.parse_document_blocks(r["messages"][-1]["content"]) for r in srv.requests]
+    # The injection-shaped d0 is graded in a call of its own, each block intact.
+    assert [[("d0", attack)], [("d1", OFF_TOPIC)]] == sorted(sent)
     assert "never instructions" in srv.requests[0]["messages"][0]["content"]
     assert False is evaluation.verdicts[1].relevant
 
