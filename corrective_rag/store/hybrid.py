@@ -7,10 +7,11 @@ either fails the other is rolled back, so both sides always hold the same docume
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -19,6 +20,7 @@ import structlog
 
 from corrective_rag.errors import (
     ConfigError,
+    CorrectiveRAGError,
     InputError,
     StoreConsistencyError,
     StoreError,
@@ -53,6 +55,21 @@ def _wrapped(exc: Exception) -> StoreError:
     if isinstance(exc, StoreError):
         return StoreError(f"write failed and was rolled back: {exc}")
     return StoreError(f"write failed and was rolled back: {type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """Turn a foreign failure while reading (chroma down, connection dropped) into StoreError.
+
+    Callers, such as a batch writing one error line per failed query, then see the package's
+    own error, never an httpx or chromadb exception.
+    """
+    try:
+        yield
+    except CorrectiveRAGError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class HybridStore:
@@ -209,7 +226,8 @@ class HybridStore:
         """The stored documents among ``ids``, in the order asked; unknown ids are skipped."""
         self._check_open()
         wanted = validate_ids(ids)
-        found = self._dense.documents(wanted) if wanted else {}
+        with _reading("get"):
+            found = self._dense.documents(wanted) if wanted else {}
         return [found[i] for i in wanted if i in found]
 
     def idf(self, term: str) -> float:
@@ -242,7 +260,7 @@ class HybridStore:
         """
         self._check_open()
         self._check_query(query, top_k, where)
-        with self._lock:
+        with self._lock, _reading("retrieve"):
             runs = self._runs(query, max(self.candidates, top_k), where, ("bm25", "dense"))
             if runs is None:
                 return []
@@ -265,7 +283,7 @@ class HybridStore:
         if leg not in LEGS:
             raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
         self._check_query(query, top_k, where)
-        with self._lock:
+        with self._lock, _reading("search"):
             runs = self._runs(query, top_k, where, (leg,))
             if runs is None:
                 return []

@@ -6,10 +6,11 @@ from corrective_rag.testing.fakes import (
     ScriptedGenerator,
     ScriptedRewriter,
 )
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing.server import Fault, FaultChooser, ScriptedLLMServer
 
 __all__ = [
     "Fault",
+    "FaultChooser",
     "ListRetriever",
     "ScriptedEvaluator",
     "ScriptedGenerator",

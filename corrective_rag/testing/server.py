@@ -13,6 +13,7 @@ Requests are served in parallel, one thread each, and recorded::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import deque
@@ -24,9 +25,11 @@ from typing import Any
 from corrective_rag.llm import prompts
 from corrective_rag.text import content_terms
 
-__all__ = ["Fault", "ScriptedLLMServer", "default_reply"]
+__all__ = ["Fault", "FaultChooser", "ScriptedLLMServer", "default_reply"]
 
 Reply = Callable[[Mapping[str, Any]], str]
+# (request body, how many identical bodies arrived before) -> the fault to apply, or None
+FaultChooser = Callable[[Mapping[str, Any], int], "Fault | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +269,10 @@ class ScriptedLLMServer:
         model: model name reported in replies and ``/v1/models``.
         usage: include a ``usage`` block (word counts) in replies.
         reject_formats: ``response_format`` types answered with HTTP 400 "not supported".
+        faults: chooses a fault per request from its body and how many identical bodies came
+            before (0 the first time, 1 for the first retry, ...), so that faults stay
+            deterministic when requests from many threads arrive in any order. Faults queued
+            with :meth:`enqueue` come first.
 
     Attributes:
         requests: every chat request body received, in arrival order.
@@ -281,6 +288,7 @@ class ScriptedLLMServer:
         model: str = "scripted",
         usage: bool = True,
         reject_formats: Iterable[str] = (),
+        faults: FaultChooser | None = None,
     ) -> None:
         self.reply: Reply = reply or default_reply
         self.latency = latency
@@ -292,6 +300,8 @@ class ScriptedLLMServer:
         self.max_in_flight = 0
         self._in_flight = 0
         self._faults: deque[Fault | None] = deque()
+        self._chooser = faults
+        self._seen: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -347,7 +357,14 @@ class ScriptedLLMServer:
             self.request_count += 1
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            return self._faults.popleft() if self._faults else None
+            if self._faults:
+                return self._faults.popleft()
+            if self._chooser is None:
+                return None
+            body = hashlib.blake2b(json.dumps(request, sort_keys=True).encode()).hexdigest()
+            attempt = self._seen.get(body, 0)
+            self._seen[body] = attempt + 1
+        return self._chooser(request, attempt)
 
     def _end(self) -> None:
         with self._lock:
