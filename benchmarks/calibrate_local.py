@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import structlog
 from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -126,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="queries per collection")
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
     datasets = []
     for folder in args.data:

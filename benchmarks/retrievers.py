@@ -1,22 +1,22 @@
 """What the benchmarks share: the retriever over a collection and an embedder cached on disk.
 
-The retriever is the package's ``HybridStore`` when it is available, else the stand-in
-``BaselineRetriever``. ``DiskCachedEmbedder`` keeps every text embedding in a .npz under the temp
-folder, so repeated benchmark runs never embed a document or a sentence twice.
+The retriever is the package's ``HybridStore``, in memory. ``DiskCachedEmbedder`` keeps every
+text embedding in a .npz under the temp folder, so repeated benchmark runs never embed a document
+or a sentence twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from benchmarks.baseline_retriever import CACHE_DIR, BaselineRetriever
 from benchmarks.beir_data import Collection
+from benchmarks.embedding_cache import CACHE_DIR, cached_embeddings
 from corrective_rag.evaluate.lexical import split_sentences
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder, text_key
+from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.types import Document
 
 
@@ -72,10 +72,13 @@ class DiskCachedEmbedder:
         self.dirty = False
 
 
-def build_retriever(collection: Collection, embedder: DiskCachedEmbedder) -> Any:
-    """A retriever with ``retrieve(query, top_k=)`` and ``idf(term)`` over ``collection``."""
-    retriever = BaselineRetriever(collection.name, collection.documents, embedder.inner)
-    embedder.add([d.text for d in collection.documents], retriever.vectors)
+def build_retriever(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:
+    """An in-memory ``HybridStore`` over ``collection``, embedding from the disk cache."""
+    embedder.add(
+        [d.text for d in collection.documents],
+        cached_embeddings(collection.name, collection.documents, embedder.inner),
+    )
     embedder.prefetch_sentences(collection.documents)
-    retriever.embedder = embedder
-    return retriever
+    store = HybridStore.in_memory(embedder=embedder)
+    store.add(collection.documents)
+    return store
