@@ -15,16 +15,12 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
-import math
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -40,6 +36,7 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
+from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.types import ChatReply, Usage
 
@@ -63,87 +60,6 @@ STRUCTURED_MODES = ("json_schema", "json_object", "instructions")
 _REJECTION_HINTS = ("response_format", "json_schema", "json_object", "unsupported", "not support")
 _CHUNK = 64 * 1024
 _PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
-
-
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """Seconds to wait for a connection and for each read of the response."""
-
-    connect: float = 5.0
-    read: float = 60.0
-
-    def __post_init__(self) -> None:
-        for name in ("connect", "read"):
-            value = getattr(self, name)
-            if not _finite(value) or value <= 0:
-                raise ConfigError(f"timeouts.{name} must be a positive number, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Retries:
-    """Retry policy: ``max_retries`` after the first try, back-off ``base * 2**n`` capped."""
-
-    max_retries: int = 3
-    backoff_base: float = 0.5
-    backoff_max: float = 20.0
-    retry_after_max: float = 60.0  # a server asking for longer is waited for this long only
-
-    def __post_init__(self) -> None:
-        if (
-            isinstance(self.max_retries, bool)
-            or not isinstance(self.max_retries, int)
-            or self.max_retries < 0
-        ):
-            raise ConfigError(f"retries.max_retries must be an int >= 0, got {self.max_retries!r}")
-        for name in ("backoff_base", "backoff_max", "retry_after_max"):
-            value = getattr(self, name)
-            if not _finite(value) or value < 0:
-                raise ConfigError(f"retries.{name} must be a number >= 0, got {value!r}")
-
-    def delay(self, attempt: int, jitter: float) -> float:
-        """Back-off before retry ``attempt`` (0-based); ``jitter`` in [0, 1) gives 50-100%."""
-        return min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + jitter / 2)
-
-
-@dataclass(frozen=True, slots=True)
-class Pricing:
-    """US dollars per million prompt and completion tokens (default 0: local or unknown)."""
-
-    prompt_per_million: float = 0.0
-    completion_per_million: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("prompt_per_million", "completion_per_million"):
-            value = getattr(self, name)
-            if not _finite(value) or value < 0:
-                raise ConfigError(f"pricing.{name} must be a number >= 0, got {value!r}")
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """Cost of a call in US dollars."""
-        return (
-            prompt_tokens * self.prompt_per_million
-            + completion_tokens * self.completion_per_million
-        ) / 1e6
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait (delta seconds or HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
-    if math.isnan(seconds) or math.isinf(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 def parallel_map(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int) -> list[R]:
@@ -269,7 +185,7 @@ class OpenAIChatClient:
         msgs = _check_messages(messages)
         if max_tokens is not None and not _positive_int(max_tokens):
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
-        if not _finite(temperature) or not 0.0 <= temperature <= 2.0:
+        if not finite(temperature) or not 0.0 <= temperature <= 2.0:
             raise InputError(f"temperature must be in 0..2, got {temperature!r}")
         while True:
             mode = self.structured_mode if json_schema is not None else None
@@ -491,11 +407,6 @@ class OpenAIChatClient:
 
                 self._counter = TiktokenCounter(model=self.model)
             return self._counter
-
-
-def _finite(value: object) -> bool:
-    """A real number (not a bool, not NaN or infinite)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _positive_int(value: object) -> bool:

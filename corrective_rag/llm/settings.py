@@ -1,0 +1,102 @@
+"""Settings of the chat client that travel together: timeouts, retry policy, prices.
+
+Frozen values, validated on construction; :func:`parse_retry_after` reads a ``Retry-After``
+header (delta seconds or an HTTP date).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from corrective_rag.errors import ConfigError
+
+__all__ = ["Pricing", "Retries", "Timeouts", "finite", "parse_retry_after"]
+
+
+def finite(value: object) -> bool:
+    """A real number (not a bool, not NaN or infinite)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds to wait for a connection and for each read of the response."""
+
+    connect: float = 5.0
+    read: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "read"):
+            value = getattr(self, name)
+            if not finite(value) or value <= 0:
+                raise ConfigError(f"timeouts.{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """Retry policy: ``max_retries`` after the first try, back-off ``base * 2**n`` capped."""
+
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 20.0
+    retry_after_max: float = 60.0  # a server asking for longer is waited for this long only
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
+            raise ConfigError(f"retries.max_retries must be an int >= 0, got {self.max_retries!r}")
+        for name in ("backoff_base", "backoff_max", "retry_after_max"):
+            value = getattr(self, name)
+            if not finite(value) or value < 0:
+                raise ConfigError(f"retries.{name} must be a number >= 0, got {value!r}")
+
+    def delay(self, attempt: int, jitter: float) -> float:
+        """Back-off before retry ``attempt`` (0-based); ``jitter`` in [0, 1) gives 50-100%."""
+        return min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + jitter / 2)
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """US dollars per million prompt and completion tokens (default 0: local or unknown)."""
+
+    prompt_per_million: float = 0.0
+    completion_per_million: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_per_million", "completion_per_million"):
+            value = getattr(self, name)
+            if not finite(value) or value < 0:
+                raise ConfigError(f"pricing.{name} must be a number >= 0, got {value!r}")
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Cost of a call in US dollars."""
+        return (
+            prompt_tokens * self.prompt_per_million
+            + completion_tokens * self.completion_per_million
+        ) / 1e6
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta seconds or HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if math.isnan(seconds) or math.isinf(seconds):
+        return None
+    return max(0.0, seconds)
