@@ -7,6 +7,7 @@ or a sentence twice.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,7 +67,8 @@ class DiskCachedEmbedder:
             return
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         keys = list(self.vectors)
-        tmp = Path(str(self.path) + ".tmp.npz")
+        # one temporary name per process: two benchmarks saving at once must not collide
+        tmp = Path(f"{self.path}.{os.getpid()}.tmp.npz")
         np.savez(tmp, keys=np.array(keys), vectors=np.vstack([self.vectors[k] for k in keys]))
         tmp.replace(self.path)
         self.dirty = False

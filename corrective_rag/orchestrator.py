@@ -305,10 +305,10 @@ class CorrectiveRAGOrchestrator:
 
         ended: tuple[StopReason, str] | None = None
         rewrite: Rewrite | None = None
-        if len(st.kept) >= self.policy.min_relevant:
+        if (sure := _confidently_kept(st.kept, self.policy)) >= self.policy.min_relevant:
             ended = (
                 StopReason.ENOUGH_RELEVANT,
-                f"{len(st.kept)} kept >= min_relevant {self.policy.min_relevant}",
+                f"{sure} kept >= min_relevant {self.policy.min_relevant}",
             )
         elif new == 0:
             repeat = [i for i, s in enumerate(st.retrieved_sets, start=1) if s == ids]
@@ -445,6 +445,11 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
+
+
+def _confidently_kept(kept: Mapping[str, KeptDocument], policy: FilterPolicy) -> int:
+    """Kept documents whose verdict is confident enough to count toward ``min_relevant``."""
+    return sum((k.verdict.confidence or 0.0) >= policy.stop_confidence for k in kept.values())
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

@@ -59,6 +59,24 @@ def test_enough_relevant_stops_the_loop() -> None:
     assert "general" == result.policy["name"]
 
 
+def test_only_confidently_kept_documents_stop_the_loop() -> None:
+    """Documents kept on unsure verdicts are kept but do not stop the loop; sure ones do."""
+    scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8}
+    unsure = ScriptedEvaluator(scores, confidence=0.4)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon", "planet moon"]), top_k=4
+    )
+    result = orch.run(QUESTION)
+    assert StopReason.ITERATION_CAP == result.stop_reason
+    assert ("p0", "p1", "p2") == result.kept_ids
+    lenient = FilterPolicy(stop_confidence=0.4)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon"]), top_k=4, policy=lenient
+    )
+    result = orch.run(QUESTION)
+    assert (StopReason.ENOUGH_RELEVANT, 1) == (result.stop_reason, result.iterations)
+
+
 def test_iteration_cap_is_a_stop_reason() -> None:
     """With nothing relevant and fresh rewrites, the loop ends at max_iterations."""
     orch, *_ = make(top_k=2, max_iterations=3)

@@ -38,8 +38,8 @@ log = structlog.get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 _SEEN_PER_QUESTION = 100  # documents remembered per question for title links, best first
-_BOUNDARY = 0.5  # verdict score at the decision threshold (see _rescale)
-_HIGH = 0.7  # scores from here are labelled high, as the default filter policy's high_score
+_BOUNDARY = 0.5  # irrelevant verdicts score below this, which every policy drops (_rescale)
+_HIGH = 0.7  # relevant verdicts score from here: the presets' high relevance (see _rescale)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +83,12 @@ class LocalWeights:
         return 1.0 / (1.0 + math.exp(-z))
 
 
-# Fitted by `python benchmarks/calibrate_local.py ../shared/data/hotpotqa-dev500-distractor --fit`:
-# logistic regression (scipy BFGS, light ridge) on the top-10 HybridStore hits of all 500
-# questions, threshold chosen for the best F1. Only HotpotQA-500 was fitted so far; the script
-# takes several collections and pools them (each weighted equally) when given more folders.
+# Fitted by `python benchmarks/calibrate_local.py` over HotpotQA-500, CISI, Cranfield and CACM
+# pooled (each collection weighs the same; the README has the command): logistic regression (scipy
+# BFGS, light ridge) on the top-10 HybridStore hits of every query, threshold chosen for the best
+# F1 averaged over the collections, so the judge is not fitted to one collection's style.
 DEFAULT_WEIGHTS = LocalWeights(
-    bias=-5.109, dense=2.826, sentence=2.125, coverage=2.455, linked=1.755, threshold=0.24
+    bias=-3.581, dense=2.988, sentence=1.917, coverage=0.419, linked=0.863, threshold=0.24
 )
 
 
@@ -225,32 +225,33 @@ class LocalEvaluator:
         return Evaluation(verdicts, Usage())
 
     def _verdict(self, document: Document, features: LocalFeatures) -> Verdict:
-        score = _rescale(self.weights.score(features), self.weights.threshold)
-        relevant = score >= _BOUNDARY
-        if score >= _HIGH:
-            label = Relevance.HIGH
-        else:
-            label = Relevance.MEDIUM if relevant else Relevance.LOW
+        probability = self.weights.score(features)
+        relevant = probability >= self.weights.threshold
         return Verdict(
             document.id,
             relevant,
-            label,
-            round(score, 4),
-            round(min(abs(score - _BOUNDARY) / _BOUNDARY, 1.0), 4),
+            Relevance.HIGH if relevant else Relevance.LOW,
+            round(_rescale(probability, self.weights.threshold), 4),
+            # the logistic output is a probability of relevance fitted on the qrels, so the
+            # confidence in a verdict is the probability that it is right
+            round(probability if relevant else 1.0 - probability, 4),
             reasoning=_reasoning(features),
             missing=", ".join(features.missing) or None,
         )
 
 
 def _rescale(probability: float, threshold: float) -> float:
-    """Map the logistic output piecewise-linearly so that the threshold lands on 0.5.
+    """Map the logistic output piecewise-linearly onto the filter policies' score scale.
 
-    The score then reads like an LLM evaluator's: 0.5 is the decision boundary, and the
-    confidence (distance from it) means the same on both sides.
+    The decision threshold lands on ``_HIGH`` (0.7, where the presets' high relevance starts
+    and CRAG's *correct* begins), so that a document the judge calls relevant is one the
+    ``general`` policy keeps when the judge is confident enough; a document it calls irrelevant
+    scores below ``_BOUNDARY`` (0.5), which every preset drops. The local judge has no middle
+    grade: its verdict is binary, and the confidence carries how sure it is.
     """
     if probability < threshold:
         return _BOUNDARY * probability / threshold
-    return _BOUNDARY + (1.0 - _BOUNDARY) * (probability - threshold) / (1.0 - threshold)
+    return _HIGH + (1.0 - _HIGH) * (probability - threshold) / (1.0 - threshold)
 
 
 def _check(question: str, documents: Sequence[Document]) -> None:

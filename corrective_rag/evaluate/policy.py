@@ -62,6 +62,10 @@ class FilterPolicy:
             A document passing either rule is kept, so keeping is monotone in both numbers.
         medium_confidence: the confidence a medium-relevance document needs to be kept.
         min_relevant: how many kept documents are enough to stop the loop.
+        stop_confidence: the least confidence a kept document needs to count toward
+            ``min_relevant``. A document kept on a weak verdict is still kept, but the loop goes
+            on searching until enough documents are kept confidently, so a noisy judge does not
+            stop early on its false positives while a confident one stops at once.
         correct_at: CRAG's upper threshold: an iteration with any graded score at or above it
             is *correct*.
         incorrect_below: CRAG's lower threshold: an iteration whose graded scores are all below
@@ -74,6 +78,7 @@ class FilterPolicy:
     medium_score: float = 0.5
     medium_confidence: float = 0.7
     min_relevant: int = 3
+    stop_confidence: float = 0.5
     correct_at: float = 0.7
     incorrect_below: float = 0.3
 

@@ -7,6 +7,7 @@ import pytest
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.lexical import coverage, name_phrases, split_sentences, term_weights
 from corrective_rag.evaluate.local import LocalEvaluator, LocalWeights, title_links
+from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.types import Document, Relevance
 
 QUESTION = "Which volcano erupted in 1980 in Washington state?"
@@ -65,6 +66,15 @@ def test_confidence_grows_with_distance_from_threshold(evaluator):
     assert off.score < mixed.score
     if not mixed.relevant:
         assert off.confidence > mixed.confidence
+
+
+def test_general_policy_keeps_what_the_judge_calls_relevant_when_sure(evaluator):
+    """The general preset keeps a relevant verdict whose confidence is at least 0.3, no other."""
+    general = get_policy("general")
+    for verdict in evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, LONG_MIXED]).verdicts:
+        expected = verdict.relevant and verdict.confidence >= general.high_confidence
+        assert expected == (Decision.KEEP is decide(verdict, general))
+        assert verdict.relevant == (verdict.score >= general.high_score)
 
 
 def test_best_sentence_rescues_a_long_mixed_document(evaluator):
