@@ -34,6 +34,7 @@ from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator, Local
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 
 TOP_K = 10
+BATCH = 5  # the loop's default top_k
 L2 = 1e-3  # a touch of ridge so that the fit is unique when a feature barely varies
 
 
@@ -48,9 +49,14 @@ def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None) -> dic
     for qid, question in queries:
         hits = retriever.retrieve(question, top_k=TOP_K)
         documents = [h.document for h in hits]
-        features = evaluator.features(question, documents)
+        # judged in batches of BATCH, as the loop sends them (the gap features depend on it)
+        features = [
+            f
+            for start in range(0, len(documents), BATCH)
+            for f in evaluator.features(question, documents[start : start + BATCH])
+        ]
         offset = len(rows)
-        rows.extend(f.vector()[:3] for f in features)
+        rows.extend(_direct(f.vector()) for f in features)
         labels.extend(d.id in collection.qrels[qid] for d in documents)
         links.extend(tuple(offset + j for j in js) for js in title_links(documents))
     seconds = time.perf_counter() - started
@@ -65,9 +71,25 @@ def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None) -> dic
     }
 
 
+_DIRECT = ("dense", "sentence", "coverage", "dense_gap", "sentence_gap", "coverage_gap")
+
+
+def _direct(vector: tuple[float, ...]) -> tuple[float, ...]:
+    """The features of ``LocalFeatures.vector()`` but the title link, in ``_DIRECT`` order."""
+    return vector[:3] + vector[4:]
+
+
+def _weights(beta: np.ndarray) -> LocalWeights:
+    """Weights from a fitted ``(bias, *_DIRECT, linked)`` vector."""
+    values = [round(float(b), 3) for b in beta]
+    return LocalWeights(
+        bias=values[0], linked=values[-1], **dict(zip(_DIRECT, values[1:-1], strict=True))
+    )
+
+
 def scores(weights: LocalWeights, data: dict) -> np.ndarray:
     """Scores as ``LocalEvaluator`` computes them, linked feature included."""
-    w = np.array([weights.dense, weights.sentence, weights.coverage])
+    w = np.array([getattr(weights, name) for name in _DIRECT])
     direct = 1.0 / (1.0 + np.exp(-(weights.bias + data["x"] @ w)))
     linked = np.array([max((direct[j] for j in js), default=0.0) for js in data["links"]])
     return 1.0 / (1.0 + np.exp(-(weights.bias + data["x"] @ w + weights.linked * linked)))
@@ -83,7 +105,7 @@ def agreement(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 
 
 def _loss(beta: np.ndarray, x: np.ndarray, y: np.ndarray, sample: np.ndarray) -> float:
-    """Weighted logistic loss; a 4-vector leaves the linked weight at zero."""
+    """Weighted logistic loss; a vector one short leaves the linked weight at zero."""
     if len(beta) < x.shape[1]:
         beta = np.append(beta, 0.0)
     z = x @ beta
@@ -98,7 +120,7 @@ def fit(datasets: list[dict]) -> LocalWeights:
         if weights is None:
             linked = np.zeros(len(data["y"]))
         else:
-            w = np.array([weights.dense, weights.sentence, weights.coverage])
+            w = np.array([getattr(weights, name) for name in _DIRECT])
             direct = 1.0 / (1.0 + np.exp(-(weights.bias + data["x"] @ w)))
             linked = np.array([max((direct[j] for j in js), default=0.0) for js in data["links"]])
         return np.column_stack([np.ones(len(data["y"])), data["x"], linked])
@@ -109,10 +131,10 @@ def fit(datasets: list[dict]) -> LocalWeights:
         y = np.concatenate([d["y"] for d in datasets]).astype(float)
         sample = np.concatenate([np.full(len(d["y"]), 1.0 / len(d["y"])) for d in datasets])
         use_link = weights is not None
-        start = np.zeros(5 if use_link else 4)
+        start = np.zeros(x.shape[1] if use_link else x.shape[1] - 1)
         beta = minimize(_loss, start, args=(x, y, sample), method="BFGS").x
         beta = beta if use_link else np.append(beta, 0.0)
-        weights = LocalWeights(*(round(float(b), 3) for b in beta))
+        weights = _weights(beta)
     assert weights is not None
     best = max(
         (float(t) for t in np.arange(0.1, 0.91, 0.02)),

@@ -161,12 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     collection = load_collection(args.data)
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
     retriever = build_retriever(collection, embedder)
-    evaluator, rewriter = components(args, collection, retriever)
+    evaluator, _ = components(args, collection, retriever)
+    # the loop gets its own evaluator: the local one remembers what it judged for a question,
+    # and the loop must not profit from the single-shot arm's judgments
+    loop_evaluator, rewriter = components(args, collection, retriever)
     policy = keep_policy(args.policy)
     try:
         loop = CorrectiveRAGOrchestrator(
             retriever,
-            evaluator,
+            loop_evaluator,
             rewriter,
             policy=policy,
             max_iterations=args.iterations,

@@ -6,6 +6,10 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
 * ``sentence``: the best cosine of the question and one of the document's sentences, which finds
   a relevant sentence inside a long, mostly off-topic document;
 * ``coverage``: the idf-weighted share of the question's content terms the document contains;
+* ``dense_gap``, ``sentence_gap``, ``coverage_gap``: the three above less their mean over the
+  documents judged for the same question so far (this batch and the remembered earlier calls):
+  how a document compares with the others found for the question carries across collections
+  better than the raw cosines, whose scale depends on the question's wording;
 * ``linked``: the document's title is named in another document, of the same batch or judged
   earlier for the same question, that is itself strongly on topic; this is how a multi-hop
   question's second paragraph (about a bridge entity the question never names) earns credit.
@@ -40,6 +44,16 @@ _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 _SEEN_PER_QUESTION = 100  # documents remembered per question for title links, best first
 _BOUNDARY = 0.5  # irrelevant verdicts score below this, which every policy drops (_rescale)
 _HIGH = 0.7  # relevant verdicts score from here: the presets' high relevance (see _rescale)
+# the numeric features, named alike in LocalFeatures and LocalWeights
+_FEATURES = (
+    "dense",
+    "sentence",
+    "coverage",
+    "linked",
+    "dense_gap",
+    "sentence_gap",
+    "coverage_gap",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +67,14 @@ class LocalFeatures:
     best_sentence: str
     matched: tuple[str, ...]
     missing: tuple[str, ...]
+    # the first three less their mean over the documents judged for the question so far
+    dense_gap: float = 0.0
+    sentence_gap: float = 0.0
+    coverage_gap: float = 0.0
 
-    def vector(self) -> tuple[float, float, float, float]:
+    def vector(self) -> tuple[float, ...]:
         """The numeric features in the order of :class:`LocalWeights`."""
-        return (self.dense, self.sentence, self.coverage, self.linked)
+        return tuple(getattr(self, name) for name in _FEATURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +87,33 @@ class LocalWeights:
     coverage: float
     linked: float
     threshold: float = 0.5
+    dense_gap: float = 0.0
+    sentence_gap: float = 0.0
+    coverage_gap: float = 0.0
 
     def score(self, features: LocalFeatures) -> float:
         """The logistic score of ``features``, 0..1."""
         z = self.bias + sum(
-            w * x
-            for w, x in zip(
-                (self.dense, self.sentence, self.coverage, self.linked),
-                features.vector(),
-                strict=True,
-            )
+            getattr(self, name) * x for name, x in zip(_FEATURES, features.vector(), strict=True)
         )
         return 1.0 / (1.0 + math.exp(-z))
 
 
 # Fitted by `python benchmarks/calibrate_local.py` over HotpotQA-500, CISI, Cranfield and CACM
 # pooled (each collection weighs the same; the README has the command): logistic regression (scipy
-# BFGS, light ridge) on the top-10 HybridStore hits of every query, threshold chosen for the best
-# F1 averaged over the collections, so the judge is not fitted to one collection's style.
+# BFGS, light ridge) on the top-10 HybridStore hits of every query, judged in two calls of 5 as the
+# loop sends them (the gaps depend on it), threshold chosen for the best F1 averaged over the
+# collections, so the judge is not fitted to one collection's style.
 DEFAULT_WEIGHTS = LocalWeights(
-    bias=-3.581, dense=2.988, sentence=1.917, coverage=0.419, linked=0.863, threshold=0.24
+    bias=-2.957,
+    dense=2.858,
+    sentence=1.536,
+    coverage=-0.39,
+    linked=0.965,
+    threshold=0.3,
+    dense_gap=1.409,
+    sentence_gap=1.089,
+    coverage_gap=3.484,
 )
 
 
@@ -105,8 +130,8 @@ class LocalEvaluator:
         max_sentences: sentences per document compared with the question.
         link_titles: credit a document whose title another on-topic document names (one in the
             same batch, or one judged earlier for the same question).
-        memory: how many recent questions keep their judged documents for title links
-            (0: only the current batch counts).
+        memory: how many recent questions keep their judged documents for the gaps and
+            title links (0: only the current batch counts).
     """
 
     def __init__(
@@ -135,7 +160,9 @@ class LocalEvaluator:
         self.max_sentences = max_sentences
         self.link_titles = link_titles
         self.memory = memory
-        self._seen: OrderedDict[str, dict[str, tuple[Document, float]]] = OrderedDict()
+        self._seen: OrderedDict[str, dict[str, tuple[Document, LocalFeatures, float]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     @property
@@ -169,47 +196,41 @@ class LocalEvaluator:
             best = int(np.argmax(cosines))
             cov = coverage(weights, tokenize(doc.text))
             found.append((doc, float(doc_dense), float(cosines[best]), doc_sentences[best], cov))
-        direct = [
+        raw = [
             LocalFeatures(dense, sent, cov.share, 0.0, best, cov.matched, cov.missing)
             for _, dense, sent, best, cov in found
         ]
-        if not self.link_titles:
-            return direct
-        return self._link(question, documents, direct)
-
-    def _link(
-        self, question: str, documents: Sequence[Document], direct: list[LocalFeatures]
-    ) -> list[LocalFeatures]:
-        """Credit each document with the best direct score of a document naming its title.
-
-        The namers are the other documents of the batch and those judged earlier for the same
-        question (the loop sends a multi-hop question's second paragraph in a later call than
-        the first one that names it).
-        """
-        scores = [self.weights.score(f) for f in direct]
         with self._lock:
             seen = dict(self._seen.get(question, {}))
-        earlier = [(doc, score) for doc_id, (doc, score) in seen.items()]
         batch_ids = {d.id for d in documents}
-        earlier = [(doc, score) for doc, score in earlier if doc.id not in batch_ids]
-        pool = [*documents, *(doc for doc, _ in earlier)]
-        pool_scores = [*scores, *(score for _, score in earlier)]
-        links = title_links(pool)[: len(documents)]
-        linked = [
-            replace(feat, linked=max((pool_scores[j] for j in js), default=0.0))
-            for feat, js in zip(direct, links, strict=True)
-        ]
+        earlier = [entry for doc_id, entry in seen.items() if doc_id not in batch_ids]
+        direct = _gaps(raw, [feat for _, feat, _ in earlier])
+        scores = [self.weights.score(f) for f in direct]
         if self.memory:
-            with self._lock:
-                entry = self._seen.pop(question, {})
-                entry.update({d.id: (d, sc) for d, sc in zip(documents, scores, strict=True)})
-                if len(entry) > _SEEN_PER_QUESTION:
-                    best = sorted(entry.items(), key=lambda item: -item[1][1])
-                    entry = dict(best[:_SEEN_PER_QUESTION])
-                self._seen[question] = entry
-                while len(self._seen) > self.memory:
-                    self._seen.popitem(last=False)
-        return linked
+            self._remember(question, documents, raw, scores)
+        if not self.link_titles:
+            return direct
+        return _link(documents, direct, scores, [(doc, score) for doc, _, score in earlier])
+
+    def _remember(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        raw: list[LocalFeatures],
+        scores: list[float],
+    ) -> None:
+        """Keep the question's judged documents (best first, capped) for later calls."""
+        with self._lock:
+            entry = self._seen.pop(question, {})
+            entry.update(
+                {d.id: (d, f, sc) for d, f, sc in zip(documents, raw, scores, strict=True)}
+            )
+            if len(entry) > _SEEN_PER_QUESTION:
+                best = sorted(entry.items(), key=lambda item: -item[1][2])
+                entry = dict(best[:_SEEN_PER_QUESTION])
+            self._seen[question] = entry
+            while len(self._seen) > self.memory:
+                self._seen.popitem(last=False)
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one graded verdict per document, in order; usage is always zero LLM calls."""
@@ -238,6 +259,47 @@ class LocalEvaluator:
             reasoning=_reasoning(features),
             missing=", ".join(features.missing) or None,
         )
+
+
+def _gaps(raw: list[LocalFeatures], earlier: list[LocalFeatures]) -> list[LocalFeatures]:
+    """Each document's features less their mean over the batch and the earlier judged ones.
+
+    How a document compares with the others retrieved for the same question is evidence that
+    travels across collections better than the raw cosines, whose scale depends on the
+    question's wording and the collection's style.
+    """
+    pool = np.array([f.vector()[:3] for f in (*raw, *earlier)], dtype=np.float64)
+    mean = pool.mean(axis=0)
+    return [
+        replace(
+            f,
+            dense_gap=f.dense - float(mean[0]),
+            sentence_gap=f.sentence - float(mean[1]),
+            coverage_gap=f.coverage - float(mean[2]),
+        )
+        for f in raw
+    ]
+
+
+def _link(
+    documents: Sequence[Document],
+    direct: list[LocalFeatures],
+    scores: list[float],
+    earlier: list[tuple[Document, float]],
+) -> list[LocalFeatures]:
+    """Credit each document with the best direct score of a document naming its title.
+
+    The namers are the other documents of the batch and those judged earlier for the same
+    question (the loop sends a multi-hop question's second paragraph in a later call than
+    the first one that names it).
+    """
+    pool = [*documents, *(doc for doc, _ in earlier)]
+    pool_scores = [*scores, *(score for _, score in earlier)]
+    links = title_links(pool)[: len(documents)]
+    return [
+        replace(feat, linked=max((pool_scores[j] for j in js), default=0.0))
+        for feat, js in zip(direct, links, strict=True)
+    ]
 
 
 def _rescale(probability: float, threshold: float) -> float:

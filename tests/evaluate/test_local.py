@@ -119,10 +119,11 @@ BRIDGE = Document(
 
 
 def test_linked_paragraph_gets_credit_from_the_paragraph_naming_it(embedder):
-    """A bridge paragraph scores higher beside an on-topic paragraph naming it than alone."""
-    alone = LocalEvaluator(embedder).evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0]
-    together = LocalEvaluator(embedder).evaluate(KISS_QUESTION, [FIRST_HOP, BRIDGE]).verdicts[1]
-    assert together.score > alone.score
+    """A bridge paragraph beside an on-topic paragraph naming it scores higher with the link."""
+    batch = [FIRST_HOP, BRIDGE]
+    unlinked = LocalEvaluator(embedder, link_titles=False).evaluate(KISS_QUESTION, batch)
+    together = LocalEvaluator(embedder).evaluate(KISS_QUESTION, batch).verdicts[1]
+    assert together.score > unlinked.verdicts[1].score
     assert "named in an on-topic document" in together.reasoning
 
 
@@ -132,10 +133,20 @@ def test_link_reaches_documents_judged_earlier_for_the_same_question(embedder):
     evaluator.evaluate(KISS_QUESTION, [FIRST_HOP])
     later = evaluator.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0]
     other_question = evaluator.evaluate(KISS_QUESTION + " Answer briefly.", [BRIDGE]).verdicts[0]
-    forgetful = LocalEvaluator(embedder, memory=0)
-    forgetful.evaluate(KISS_QUESTION, [FIRST_HOP])
-    assert later.score > forgetful.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0].score
+    unlinked = LocalEvaluator(embedder, link_titles=False)
+    unlinked.evaluate(KISS_QUESTION, [FIRST_HOP])
+    assert later.score > unlinked.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0].score
     assert "named in an on-topic document" not in other_question.reasoning
+
+
+def test_gaps_compare_with_the_documents_judged_for_the_question(embedder):
+    """Judged alone a document's gaps are zero; after a better one was judged they are negative."""
+    (alone,) = LocalEvaluator(embedder).features(QUESTION, [OFF_TOPIC])
+    evaluator = LocalEvaluator(embedder)
+    evaluator.features(QUESTION, [ON_TOPIC])
+    (after,) = evaluator.features(QUESTION, [OFF_TOPIC])
+    assert (0.0, 0.0, 0.0) == (alone.dense_gap, alone.sentence_gap, alone.coverage_gap)
+    assert after.dense_gap < 0 and after.coverage_gap < 0
 
 
 def test_one_embedding_call_per_evaluate(embedder):
