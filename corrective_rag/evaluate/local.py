@@ -6,8 +6,9 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
 * ``sentence``: the best cosine of the question and one of the document's sentences, which finds
   a relevant sentence inside a long, mostly off-topic document;
 * ``coverage``: the idf-weighted share of the question's content terms the document contains;
-* ``dense_gap``, ``sentence_gap``, ``coverage_gap``: the three above less their mean over the
-  documents judged for the same question so far (this batch and the remembered earlier calls):
+* ``dense_gap``, ``sentence_gap``, ``coverage_gap``: the three above less the mean of their
+  three best values among the documents judged for the same question so far (this batch and
+  the remembered earlier calls):
   how a document compares with the others found for the question carries across collections
   better than the raw cosines, whose scale depends on the question's wording;
 * ``linked``: the document's title is named in another document, of the same batch or judged
@@ -44,6 +45,10 @@ _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 _SEEN_PER_QUESTION = 100  # documents remembered per question for title links, best first
 _BOUNDARY = 0.5  # irrelevant verdicts score below this, which every policy drops (_rescale)
 _HIGH = 0.7  # relevant verdicts score from here: the presets' high relevance (see _rescale)
+# The gaps are taken from the mean of the best few documents judged for the question, not of all:
+# the mean of all falls as more are judged, so the same document was kept among 15 weak ones and
+# dropped among the loop's first 5; the best three hardly move once the first call is judged.
+_GAP_REFERENCE = 3
 # the numeric features, named alike in LocalFeatures and LocalWeights
 _FEATURES = (
     "dense",
@@ -67,7 +72,7 @@ class LocalFeatures:
     best_sentence: str
     matched: tuple[str, ...]
     missing: tuple[str, ...]
-    # the first three less their mean over the documents judged for the question so far
+    # the first three less the mean of their best three among the question's judged documents
     dense_gap: float = 0.0
     sentence_gap: float = 0.0
     coverage_gap: float = 0.0
@@ -105,15 +110,15 @@ class LocalWeights:
 # loop sends them (the gaps depend on it), threshold chosen for the best F1 averaged over the
 # collections, so the judge is not fitted to one collection's style.
 DEFAULT_WEIGHTS = LocalWeights(
-    bias=-2.957,
-    dense=2.858,
-    sentence=1.536,
-    coverage=-0.39,
-    linked=0.965,
-    threshold=0.3,
-    dense_gap=1.409,
-    sentence_gap=1.089,
-    coverage_gap=3.484,
+    bias=-2.349,
+    dense=2.299,
+    sentence=1.443,
+    coverage=-0.036,
+    linked=0.883,
+    threshold=0.28,
+    dense_gap=1.875,
+    sentence_gap=0.83,
+    coverage_gap=2.746,
 )
 
 
@@ -262,20 +267,22 @@ class LocalEvaluator:
 
 
 def _gaps(raw: list[LocalFeatures], earlier: list[LocalFeatures]) -> list[LocalFeatures]:
-    """Each document's features less their mean over the batch and the earlier judged ones.
+    """Each document's features less the mean of the best ``_GAP_REFERENCE`` values of each.
+
+    The pool is the batch and the documents judged earlier for the question.
 
     How a document compares with the others retrieved for the same question is evidence that
     travels across collections better than the raw cosines, whose scale depends on the
     question's wording and the collection's style.
     """
     pool = np.array([f.vector()[:3] for f in (*raw, *earlier)], dtype=np.float64)
-    mean = pool.mean(axis=0)
+    reference = np.sort(pool, axis=0)[-_GAP_REFERENCE:].mean(axis=0)
     return [
         replace(
             f,
-            dense_gap=f.dense - float(mean[0]),
-            sentence_gap=f.sentence - float(mean[1]),
-            coverage_gap=f.coverage - float(mean[2]),
+            dense_gap=f.dense - float(reference[0]),
+            sentence_gap=f.sentence - float(reference[1]),
+            coverage_gap=f.coverage - float(reference[2]),
         )
         for f in raw
     ]
