@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -136,11 +136,40 @@ def fit(datasets: list[dict]) -> LocalWeights:
         beta = beta if use_link else np.append(beta, 0.0)
         weights = _weights(beta)
     assert weights is not None
+    weights = replace(weights, linked=fit_link(weights, datasets))
     best = max(
         (float(t) for t in np.arange(0.1, 0.91, 0.02)),
         key=lambda t: np.mean([agreement(scores(weights, d) >= t, d["y"])["f1"] for d in datasets]),
     )
     return LocalWeights(**{**asdict(weights), "threshold": round(best, 2)})
+
+
+def fit_link(weights: LocalWeights, datasets: list[dict]) -> float:
+    """The title link's weight, fitted only on the documents that have a link.
+
+    Only titled collections have links, so in the pooled fit the untitled ones pull the link's
+    weight down through the shared bias; here the direct score is a fixed offset and only the
+    link's weight is fitted, on the rows where a link exists.
+    """
+    w = np.array([getattr(weights, name) for name in _DIRECT])
+    offsets, values, labels = [], [], []
+    for data in datasets:
+        z = weights.bias + data["x"] @ w
+        direct = 1.0 / (1.0 + np.exp(-z))
+        for i, js in enumerate(data["links"]):
+            if js:
+                offsets.append(z[i])
+                values.append(max(direct[j] for j in js))
+                labels.append(float(data["y"][i]))
+    if not offsets:
+        return weights.linked
+    z0, v, y = np.array(offsets), np.array(values), np.array(labels)
+
+    def loss(b: np.ndarray) -> float:
+        z = z0 + b[0] * v
+        return float(np.sum(np.logaddexp(0.0, z) - y * z))
+
+    return round(float(minimize(loss, np.zeros(1), method="BFGS").x[0]), 3)
 
 
 def main(argv: list[str] | None = None) -> int:
