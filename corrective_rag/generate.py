@@ -9,6 +9,7 @@ what happened; ``supported`` is None when no check ran or the check itself faile
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
@@ -77,14 +78,14 @@ class LLMGenerator:
             return answer
         supported, usage = self._supported(question, answer.text, docs)
         if supported is not False:
-            return _with(answer, supported=supported, usage=answer.usage + usage)
+            return replace(answer, supported=supported, usage=answer.usage + usage)
         log.info("answer_unsupported_regenerating")
         second = self._answer(question, docs, strict_rule=True)
         usage += answer.usage + second.usage
         if second.abstained:
-            return _with(second, supported=None, regenerated=True, usage=usage)
+            return replace(second, supported=None, regenerated=True, usage=usage)
         supported, more = self._supported(question, second.text, docs)
-        return _with(second, supported=supported, regenerated=True, usage=usage + more)
+        return replace(second, supported=supported, regenerated=True, usage=usage + more)
 
     def _answer(self, question: str, docs: list[Document], *, strict_rule: bool) -> Answer:
         ids = [d.id for d in docs]
@@ -136,16 +137,3 @@ class LLMGenerator:
         if level not in ("fully", "partially", "no"):
             return None, reply.usage + Usage(failed_calls=1)
         return level == "fully", reply.usage
-
-
-def _with(
-    answer: Answer, *, supported: bool | None, usage: Usage, regenerated: bool = False
-) -> Answer:
-    return Answer(
-        text=answer.text,
-        cited_ids=answer.cited_ids,
-        abstained=answer.abstained,
-        supported=supported,
-        regenerated=regenerated,
-        usage=usage,
-    )
