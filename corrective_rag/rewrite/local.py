@@ -92,6 +92,17 @@ class LocalRewriter:
         keep = [*names, *[t for t in missing if t not in named][: self.max_missing_terms]]
         if not keep:  # every question term is covered: anchor the query on the heaviest ones
             keep = list(sorted(question_weights, key=lambda t: -question_weights[t])[:2])
+        if relevant and (focus := _unfound(question_weights, request.question, request.judged)):
+            # an entity of the question that no search has reached yet (the second thing a
+            # comparison question names): search it alone, without terms from the first
+            # document, which would pull the search back to what was already found
+            focus_terms = set().union(*(content_terms(f) for f in focus))
+            rest = [t for t in missing if t not in focus_terms][: self.max_missing_terms]
+            candidate = " ".join([*focus, *rest])
+            if check_rewrite(candidate, request.question, request.tried_queries) is None:
+                log.debug("local_rewrite", query=candidate, unfound=focus)
+                rationale = f"searched what no judged document mentions: {', '.join(focus)}"
+                return Rewrite(candidate, rationale=rationale)
         candidate = ""
         reason: str | None = "no relevant document to learn from and no unmatched term"
         # Slide over the ranked candidates until the drift guard accepts one combination.
@@ -119,6 +130,25 @@ def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
         # one word ("Soviet", "American") is rarely a name worth a search of its own
         if len(terms := content_terms(name)) > 1 and not any(terms <= title for title in titles)
     ]
+
+
+def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged]) -> list[str]:
+    """The question's names holding a rare term that no judged document contains.
+
+    Rare means weighing at least the mean of the question terms the judged documents do contain.
+    A name no search has reached is an entity still to find (the second thing a comparison
+    question names); a missing rare word that is not part of a name ("timeframe") is most often
+    answered in other words, so it does not count.
+    """
+    seen: set[str] = set()
+    for item in judged:
+        seen.update(tokenize(item.document.text))
+    found = [w for t, w in weights.items() if t in seen]
+    if not found:
+        return []
+    floor = sum(found) / len(found)
+    rare = {t for t, w in weights.items() if t not in seen and w >= floor}
+    return [n for n in name_phrases(question) if content_terms(n) & rare]
 
 
 def _judged_idf(judged: Sequence[Judged]) -> Callable[[str], float]:

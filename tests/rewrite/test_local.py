@@ -120,3 +120,41 @@ def test_searches_the_question_names_no_kept_document_is_about():
     assert rewrite.query is not None
     assert "Boston Tea Society" in rewrite.query
     assert "Acme Rocket Works" not in rewrite.query
+
+
+BAND_QUESTION = "Which band formed first, Zorblax or Foo Fighters, in what timeframe?"
+FOO = Document(
+    "Foo Fighters",
+    "Foo Fighters is an American rock band formed in Seattle in 1994 by Dave Grohl, with "
+    "Nate Mendel and Pat Smear.",
+    {"title": "Foo Fighters"},
+)
+
+
+def test_searches_an_unfound_one_word_name_alone():
+    """A name no judged document mentions is searched without the found band's members."""
+    rewrite = LocalRewriter().rewrite(
+        RewriteRequest(BAND_QUESTION, (BAND_QUESTION,), (Judged(FOO, verdict(FOO.id, True)),))
+    )
+    assert rewrite.query is not None
+    assert rewrite.query.startswith("Zorblax")
+    assert not {"grohl", "mendel", "smear"} & content_terms(rewrite.query)
+    assert "no judged document mentions: Zorblax" in rewrite.rationale
+
+
+def test_a_rare_word_outside_names_is_not_an_entity_to_search():
+    """Once the name is searched, a missing rare plain word does not keep the focus path."""
+    rewriter = LocalRewriter()
+    first = rewriter.rewrite(
+        RewriteRequest(BAND_QUESTION, (BAND_QUESTION,), (Judged(FOO, verdict(FOO.id, True)),))
+    )
+    zorblax = Document("Zorblax", "Zorblax is a band formed in 2001.", {"title": "Zorblax"})
+    second = rewriter.rewrite(
+        RewriteRequest(
+            BAND_QUESTION,
+            (BAND_QUESTION, first.query),
+            (Judged(FOO, verdict(FOO.id, True)), Judged(zorblax, verdict(zorblax.id, True))),
+        )
+    )
+    assert second.query is not None
+    assert "no judged document mentions" not in second.rationale
