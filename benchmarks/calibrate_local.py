@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -30,35 +31,109 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.beir_data import load_collection
 from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
-from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator, LocalWeights, title_links
+from corrective_rag.evaluate.lexical import complement, term_weights, title_phrase
+from corrective_rag.evaluate.local import (
+    DEFAULT_WEIGHTS,
+    LocalEvaluator,
+    LocalFeatures,
+    LocalWeights,
+    naming_cosine,
+    title_links,
+)
+from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.text import content_terms, tokenize
+from corrective_rag.types import Document, Evaluation
 
 TOP_K = 10
 BATCH = 5  # the loop's default top_k
 L2 = 1e-3  # a touch of ridge so that the fit is unique when a feature barely varies
 
 
-def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None) -> dict:
-    """Direct features, title links and qrel labels of the top-10 hits of every query."""
+class _Recorder:
+    """Passes the loop's calls to a ``LocalEvaluator``, remembering each batch it was sent."""
+
+    documents_per_call = None  # no LLM calls, as the wrapped evaluator
+
+    def __init__(self, inner: LocalEvaluator) -> None:
+        self.inner = inner
+        self.batches: list[list[Document]] = []
+
+    def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
+        self.batches.append(list(documents))
+        return self.inner.evaluate(question, documents)
+
+
+def _loop_batches(retriever: HybridStore) -> Callable[[str], list[list[Document]]]:
+    """The batches the corrective loop at its defaults judges for a question."""
+    recorder = _Recorder(LocalEvaluator(retriever.embedder, idf=retriever.idf))
+    loop = CorrectiveRAGOrchestrator(retriever, recorder, LocalRewriter(idf=retriever.idf))
+
+    def batches(question: str) -> list[list[Document]]:
+        recorder.batches = []
+        loop.run(question)
+        return recorder.batches
+
+    return batches
+
+
+def _top10_batches(retriever: HybridStore) -> Callable[[str], list[list[Document]]]:
+    """The top-10 hits of a question in batches of ``BATCH``, as the loop would send them."""
+
+    def batches(question: str) -> list[list[Document]]:
+        documents = [h.document for h in retriever.retrieve(question, top_k=TOP_K)]
+        return [documents[i : i + BATCH] for i in range(0, len(documents), BATCH)]
+
+    return batches
+
+
+def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None, judged: str) -> dict:
+    """Direct features, title links and qrel labels of the documents judged for every query.
+
+    ``judged`` is ``top10`` (the question's top-10 hits) or ``loop`` (what the corrective loop
+    at its defaults, with the current weights, sends the evaluator).
+    """
     collection = load_collection(folder)
     retriever = build_retriever(collection, embedder)
     evaluator = LocalEvaluator(embedder, idf=retriever.idf, link_titles=False)
-    rows, labels, links = [], [], []
+    batches_of = (_loop_batches if judged == "loop" else _top10_batches)(retriever)
+    rows: list[tuple[float, ...]] = []
+    labels: list[bool] = []
+    links: list[tuple[tuple[int, float, float], ...]] = []
+    groups: list[int] = []
+    row_ends: list[int] = []
     started = time.perf_counter()
     queries = list(collection.queries.items())[:limit]
-    for qid, question in queries:
-        hits = retriever.retrieve(question, top_k=TOP_K)
-        documents = [h.document for h in hits]
-        # judged in batches of BATCH, as the loop sends them (the gap features depend on it)
-        features = [
-            f
-            for start in range(0, len(documents), BATCH)
-            for f in evaluator.features(question, documents[start : start + BATCH])
-        ]
+    for number, (qid, question) in enumerate(queries):
+        batches = batches_of(question)
+        documents = [d for batch in batches for d in batch]
+        # judged batch by batch, in order: the gap features depend on what came before
+        features = [f for batch in batches for f in evaluator.features(question, batch)]
+        ends = [sum(len(b) for b in batches[: n + 1]) for n, b in enumerate(batches) for _ in b]
         offset = len(rows)
-        rows.extend(_direct(f.vector()) for f in features)
+        rows.extend(_direct(f) for f in features)
         labels.extend(d.id in collection.qrels[qid] for d in documents)
-        links.extend(tuple(offset + j for j in js) for js in title_links(documents))
+        groups.extend([number] * len(documents))
+        row_ends.extend(offset + end for end in ends)
+        # a document is linked only from its own batch or earlier ones, as the evaluator links
+        weights = term_weights(content_terms(question), retriever.idf)
+        terms = [frozenset(tokenize(d.text)) for d in documents]
+        links.extend(
+            tuple(
+                (
+                    offset + j,
+                    naming_cosine(title_phrase(doc.metadata.get("title")), features[j]),
+                    complement(weights, terms[j], terms[i]),
+                )
+                for j in js
+                if j < end
+            )
+            for i, (doc, js, end) in enumerate(
+                zip(documents, title_links(documents), ends, strict=True)
+            )
+        )
     seconds = time.perf_counter() - started
     print(f"{collection.name}: {len(queries)} queries in {seconds:.0f} s", flush=True)
     return {
@@ -66,33 +141,60 @@ def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None) -> dic
         "x": np.asarray(rows, dtype=np.float64),
         "y": np.asarray(labels, dtype=bool),
         "links": links,
+        "groups": np.asarray(groups, dtype=np.int64),  # the query of each row
+        "ends": np.asarray(row_ends, dtype=np.int64),  # rows judged by the end of each row's batch
         "queries": len(queries),
         "seconds_per_query": seconds / max(len(queries), 1),
     }
 
 
-_DIRECT = ("dense", "sentence", "coverage", "dense_gap", "sentence_gap", "coverage_gap")
+_DIRECT = (
+    "dense",
+    "sentence",
+    "coverage",
+    "dense_gap",
+    "sentence_gap",
+    "coverage_gap",
+    "named",
+)
 
 
-def _direct(vector: tuple[float, ...]) -> tuple[float, ...]:
-    """The features of ``LocalFeatures.vector()`` but the title link, in ``_DIRECT`` order."""
-    return vector[:3] + vector[4:]
+def _direct(features: LocalFeatures) -> tuple[float, ...]:
+    """The features that do not depend on other documents, in ``_DIRECT`` order."""
+    return tuple(getattr(features, name) for name in _DIRECT)
 
 
-def _weights(beta: np.ndarray) -> LocalWeights:
-    """Weights from a fitted ``(bias, *_DIRECT, linked)`` vector."""
-    values = [round(float(b), 3) for b in beta]
-    return LocalWeights(
-        bias=values[0], linked=values[-1], **dict(zip(_DIRECT, values[1:-1], strict=True))
-    )
+_LINKS = ("linked", "bridge", "bridge_sentence", "bridge_complement", "bridge_top")
+
+
+def _link_terms(weights: LocalWeights, data: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Direct logits, then the ``_LINKS`` features as ``LocalEvaluator`` computes them."""
+    w = np.array([getattr(weights, name) for name in _DIRECT])
+    z = weights.bias + data["x"] @ w
+    direct = 1.0 / (1.0 + np.exp(-z))
+    links = data["links"]
+    linked = np.array([max((direct[j] for j, _, _ in js), default=0.0) for js in links])
+    said = np.array([max((direct[j] * c for j, c, _ in js), default=0.0) for js in links])
+    adds = np.array([max((direct[j] * a for j, _, a in js), default=0.0) for js in links])
+    groups, ends = data["groups"], data["ends"]
+    tops = np.array([_top_names(direct, groups, ends, i, js) for i, js in enumerate(links)])
+    own = 1.0 - direct
+    return z, np.column_stack([linked, linked * own, said * own, adds, tops * own])
+
+
+def _top_names(direct: np.ndarray, groups: np.ndarray, ends: np.ndarray, i: int, js: tuple) -> bool:
+    """Whether row ``i`` is named by the best document its question had judged by its batch."""
+    if not js:
+        return False
+    seen = np.where((groups == groups[i]) & (np.arange(len(direct)) < ends[i]))[0]
+    return int(seen[np.argmax(direct[seen])]) in {j for j, _, _ in js}
 
 
 def scores(weights: LocalWeights, data: dict) -> np.ndarray:
-    """Scores as ``LocalEvaluator`` computes them, linked feature included."""
-    w = np.array([getattr(weights, name) for name in _DIRECT])
-    direct = 1.0 / (1.0 + np.exp(-(weights.bias + data["x"] @ w)))
-    linked = np.array([max((direct[j] for j in js), default=0.0) for js in data["links"]])
-    return 1.0 / (1.0 + np.exp(-(weights.bias + data["x"] @ w + weights.linked * linked)))
+    """Scores as ``LocalEvaluator`` computes them, title links included."""
+    z, links = _link_terms(weights, data)
+    w = np.array([getattr(weights, name) for name in _LINKS])
+    return 1.0 / (1.0 + np.exp(-(z + links @ w)))
 
 
 def agreement(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
@@ -105,71 +207,58 @@ def agreement(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 
 
 def _loss(beta: np.ndarray, x: np.ndarray, y: np.ndarray, sample: np.ndarray) -> float:
-    """Weighted logistic loss; a vector one short leaves the linked weight at zero."""
-    if len(beta) < x.shape[1]:
-        beta = np.append(beta, 0.0)
+    """Weighted logistic loss with a light ridge (the first column, the bias, is not shrunk)."""
     z = x @ beta
     nll = np.sum(sample * (np.logaddexp(0.0, z) - y * z))
     return float(nll + L2 * np.sum(beta[1:] ** 2))
 
 
 def fit(datasets: list[dict]) -> LocalWeights:
-    """Logistic regression on the pooled collections, then the threshold for the best mean F1."""
+    """Logistic regression on the pooled collections, then the links, then the best threshold.
 
-    def design(weights: LocalWeights | None, data: dict) -> np.ndarray:
-        if weights is None:
-            linked = np.zeros(len(data["y"]))
-        else:
-            w = np.array([getattr(weights, name) for name in _DIRECT])
-            direct = 1.0 / (1.0 + np.exp(-(weights.bias + data["x"] @ w)))
-            linked = np.array([max((direct[j] for j in js), default=0.0) for js in data["links"]])
-        return np.column_stack([np.ones(len(data["y"])), data["x"], linked])
-
-    weights: LocalWeights | None = None
-    for _ in range(3):  # the linked feature depends on the direct weights: iterate to a fixpoint
-        x = np.vstack([design(weights, d) for d in datasets])
-        y = np.concatenate([d["y"] for d in datasets]).astype(float)
-        sample = np.concatenate([np.full(len(d["y"]), 1.0 / len(d["y"])) for d in datasets])
-        use_link = weights is not None
-        start = np.zeros(x.shape[1] if use_link else x.shape[1] - 1)
-        beta = minimize(_loss, start, args=(x, y, sample), method="BFGS").x
-        beta = beta if use_link else np.append(beta, 0.0)
-        weights = _weights(beta)
-    assert weights is not None
-    weights = replace(weights, linked=fit_link(weights, datasets))
+    Each collection weighs the same in the direct fit; the title-link weights are fitted after,
+    on the linked documents only (see :func:`fit_links`); the threshold is the one with the best
+    F1 averaged over the collections.
+    """
+    x = np.vstack([np.column_stack([np.ones(len(d["y"])), d["x"]]) for d in datasets])
+    y = np.concatenate([d["y"] for d in datasets]).astype(float)
+    sample = np.concatenate([np.full(len(d["y"]), 1.0 / len(d["y"])) for d in datasets])
+    beta = minimize(_loss, np.zeros(x.shape[1]), args=(x, y, sample), method="BFGS").x
+    values = [round(float(b), 3) for b in beta]
+    weights = LocalWeights(
+        bias=values[0], linked=0.0, **dict(zip(_DIRECT, values[1:], strict=True))
+    )
+    weights = replace(weights, **fit_links(weights, datasets))
     best = max(
         (float(t) for t in np.arange(0.1, 0.91, 0.02)),
         key=lambda t: np.mean([agreement(scores(weights, d) >= t, d["y"])["f1"] for d in datasets]),
     )
-    return LocalWeights(**{**asdict(weights), "threshold": round(best, 2)})
+    return replace(weights, threshold=round(best, 2))
 
 
-def fit_link(weights: LocalWeights, datasets: list[dict]) -> float:
-    """The title link's weight, fitted only on the documents that have a link.
+def fit_links(weights: LocalWeights, datasets: list[dict]) -> dict[str, float]:
+    """The weights of the ``_LINKS`` features, fitted only on the documents that have a link.
 
-    Only titled collections have links, so in the pooled fit the untitled ones pull the link's
-    weight down through the shared bias; here the direct score is a fixed offset and only the
-    link's weight is fitted, on the rows where a link exists.
+    Only titled collections have links, so in a pooled fit the untitled ones would pull these
+    weights down through the shared bias; here the direct logit is a fixed offset and only the
+    link weights are fitted, on the rows where a link exists. ``linked`` and ``bridge`` are both
+    needed: a link lifts a document that looks unlike the question (a multi-hop bridge) but
+    hardly one that already looks like it (a sibling page the on-topic document also mentions).
     """
-    w = np.array([getattr(weights, name) for name in _DIRECT])
-    offsets, values, labels = [], [], []
-    for data in datasets:
-        z = weights.bias + data["x"] @ w
-        direct = 1.0 / (1.0 + np.exp(-z))
-        for i, js in enumerate(data["links"]):
-            if js:
-                offsets.append(z[i])
-                values.append(max(direct[j] for j in js))
-                labels.append(float(data["y"][i]))
-    if not offsets:
-        return weights.linked
-    z0, v, y = np.array(offsets), np.array(values), np.array(labels)
+    parts = [_link_terms(weights, d) for d in datasets]
+    has = [np.array([bool(js) for js in d["links"]], dtype=bool) for d in datasets]
+    if not any(h.any() for h in has):
+        return {name: getattr(weights, name) for name in _LINKS}
+    z0 = np.concatenate([z[h] for (z, _), h in zip(parts, has, strict=True)])
+    v = np.vstack([links[h] for (_, links), h in zip(parts, has, strict=True)])
+    y = np.concatenate([d["y"][h] for d, h in zip(datasets, has, strict=True)]).astype(float)
 
     def loss(b: np.ndarray) -> float:
-        z = z0 + b[0] * v
-        return float(np.sum(np.logaddexp(0.0, z) - y * z))
+        z = z0 + v @ b
+        return float(np.sum(np.logaddexp(0.0, z) - y * z) + L2 * np.sum(b**2))
 
-    return round(float(minimize(loss, np.zeros(1), method="BFGS").x[0]), 3)
+    beta = minimize(loss, np.zeros(len(_LINKS)), method="BFGS").x
+    return {name: round(float(b), 3) for name, b in zip(_LINKS, beta, strict=True)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,19 +266,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", nargs="+", help="collection folders in BEIR layout")
     parser.add_argument("--fit", action="store_true", help="fit weights and threshold")
     parser.add_argument("--limit", type=int, default=None, help="queries per collection")
+    parser.add_argument(
+        "--judged",
+        choices=["top10", "loop"],
+        default="top10",
+        help="documents to judge: the top-10 hits, or what the corrective loop sends",
+    )
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
     datasets = []
     for folder in args.data:
-        datasets.append(collect(folder, embedder, args.limit))
+        datasets.append(collect(folder, embedder, args.limit, args.judged))
         embedder.save()
     candidates = {"default": DEFAULT_WEIGHTS}
     if args.fit:
         candidates["fitted"] = fit(datasets)
         print("fitted:", candidates["fitted"])
-    report: dict = {"top_k": TOP_K, "weights": {}, "collections": {}}
+    report: dict = {"judged": args.judged, "top_k": TOP_K, "weights": {}, "collections": {}}
     for label, weights in candidates.items():
         report["weights"][label] = asdict(weights)
         for data in datasets:

@@ -5,6 +5,7 @@ Pure functions over strings; no model, no I/O.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -15,10 +16,14 @@ from corrective_rag.text import STOPWORDS, tokenize
 __all__ = [
     "Coverage",
     "check_idf",
+    "complement",
     "coverage",
     "name_phrases",
+    "names_phrase",
+    "phrase_form",
     "split_sentences",
     "term_weights",
+    "title_phrase",
 ]
 
 # A sentence ends at . ! or ? followed by space and an upper-case letter, digit or quote; this
@@ -37,6 +42,7 @@ MIN_TERM_WEIGHT = 0.1
 # ("Bank of America", "Charles de Gaulle"); "and" is left out because lists of names
 # ("Temple and Archer") are more common than names containing it.
 _CONNECTORS = frozenset(["of", "the", "de", "da", "di", "du", "van", "von", "la", "le"])
+_WORD = re.compile(r"\w+", re.UNICODE)
 _WORD_OR_PUNCT = re.compile(r"[\w'&.-]+|[^\w\s]", re.UNICODE)
 
 
@@ -90,6 +96,20 @@ def coverage(weights: Mapping[str, float], text_terms: Iterable[str]) -> Coverag
     return Coverage(min(max(share, 0.0), 1.0), matched, missing)
 
 
+def complement(
+    weights: Mapping[str, float], known_terms: Iterable[str], text_terms: Iterable[str]
+) -> float:
+    """Weighted share of the terms in ``weights`` missing from ``known_terms`` that a text has.
+
+    What a second document adds to a first: on a multi-hop question, the paragraph about the
+    bridge entity covers what the paragraph naming it did not. ``0.0`` when nothing is missing.
+    """
+    known, present = set(known_terms), set(text_terms)
+    rest = {t: w for t, w in weights.items() if t not in known}
+    total = sum(rest.values())
+    return sum(w for t, w in rest.items() if t in present) / total if total > 0 else 0.0
+
+
 def name_phrases(text: str) -> list[str]:
     """Capitalised phrases (likely named entities) in ``text``, in order of first appearance.
 
@@ -122,3 +142,31 @@ def name_phrases(text: str) -> list[str]:
             flush()
     flush()
     return phrases
+
+
+def phrase_form(text: str) -> str:
+    """``text`` reduced for phrase matching: HTML entities decoded, lower-cased, words only.
+
+    An ampersand reads "and". The result is padded with spaces, so that
+    ``f" {phrase} " in form`` matches whole words.
+    """
+    text = html.unescape(text).lower().replace("&", " and ")
+    return f" {' '.join(_WORD.findall(text))} "
+
+
+def title_phrase(title: object) -> str:
+    """The matchable core of a document title, in :func:`phrase_form` (``""`` if it has none).
+
+    A qualifier is dropped, in parentheses or after a comma as encyclopedias write them ("Kiss
+    and Tell (1945 film)" is named by "Kiss and Tell", "Boston, Lincolnshire" by "Boston"), and a
+    title of stop words only names nothing.
+    """
+    if not isinstance(title, str):
+        return ""
+    core = phrase_form(title.split(" (")[0].split(", ")[0]).strip()
+    return core if tokenize(core) else ""
+
+
+def names_phrase(form: str, phrase: str) -> bool:
+    """Whether a :func:`phrase_form` text contains ``phrase`` (a :func:`title_phrase`) as words."""
+    return bool(phrase) and f" {phrase} " in form

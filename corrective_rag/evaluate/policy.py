@@ -78,7 +78,7 @@ class FilterPolicy:
     medium_score: float = 0.5
     medium_confidence: float = 0.7
     min_relevant: int = 3
-    stop_confidence: float = 0.5
+    stop_confidence: float = 0.7
     correct_at: float = 0.7
     incorrect_below: float = 0.3
 

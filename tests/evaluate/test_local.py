@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.evaluate.lexical import coverage, name_phrases, split_sentences, term_weights
-from corrective_rag.evaluate.local import LocalEvaluator, LocalWeights, title_links
+from corrective_rag.evaluate.lexical import (
+    complement,
+    coverage,
+    name_phrases,
+    names_phrase,
+    phrase_form,
+    split_sentences,
+    term_weights,
+    title_phrase,
+)
+from corrective_rag.evaluate.local import (
+    DEFAULT_WEIGHTS,
+    LocalEvaluator,
+    LocalFeatures,
+    LocalWeights,
+    naming_cosine,
+    title_links,
+)
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.types import Document, Relevance
 
@@ -206,3 +224,95 @@ def test_title_links():
         Document("c", "Untitled text."),
     ]
     assert [(1,), (0,), ()] == title_links(docs)
+
+
+def test_title_links_read_qualifiers_and_ampersands():
+    """A comma qualifier is dropped like a parenthesised one, and "&" matches "and"."""
+    docs = [
+        Document("boston", "Boston is a town in Lincolnshire.", {"title": "Boston, Lincolnshire"}),
+        Document("t&t", "A role-playing game.", {"title": "Tunnels &amp; Trolls"}),
+        Document("kirton", "Kirton End lies near Boston, in Tunnels and Trolls country."),
+        Document("bostonian", "The Bostonian Society keeps records.", {"title": "Records"}),
+    ]
+    assert [(2,), (2,), (), ()] == title_links(docs)
+
+
+def test_phrase_helpers():
+    """Phrase forms match whole words; titles lose qualifiers; stop-word titles name nothing."""
+    assert " tunnels and trolls 1975 " == phrase_form("Tunnels &amp; Trolls' 1975!")
+    assert "kiss and tell" == title_phrase("Kiss and Tell (1945 film)")
+    assert "boston" == title_phrase("Boston, Lincolnshire")
+    assert "" == title_phrase("The (band)")
+    assert "" == title_phrase(None)
+    assert names_phrase(phrase_form("He left Boston."), "boston")
+    assert not names_phrase(phrase_form("The Bostonian"), "boston")
+    assert not names_phrase(phrase_form("anything"), "")
+
+
+def test_complement_counts_what_the_first_document_lacks():
+    """The share of the question's weight missing from a first document that a second covers."""
+    weights = {"film": 1.0, "archer": 1.0, "born": 2.0, "year": 2.0}
+    assert 0.5 == complement(weights, {"film", "archer"}, {"born", "archer"})
+    assert 0.0 == complement(weights, {"film", "archer", "born", "year"}, {"born"})
+    assert 1.0 == complement(weights, set(), weights)
+
+
+def test_named_documents_get_credit(embedder):
+    """A document whose title the question names has the named feature and says so."""
+    question = "Who is older, Annie Morton or Terry Richardson?"
+    named = Document("tr", "An American fashion photographer.", {"title": "Terry Richardson"})
+    other = Document("kr", "An English footballer.", {"title": "Kenton Richardson"})
+    evaluator = LocalEvaluator(embedder)
+    with_name, without = evaluator.features(question, [named, other])
+    assert (1.0, 0.0) == (with_name.named, without.named)
+    (verdict,) = LocalEvaluator(embedder).evaluate(question, [named]).verdicts
+    assert "the question names its title" in verdict.reasoning
+    plain = LocalEvaluator(embedder, weights=replace(DEFAULT_WEIGHTS, named=0.0))
+    assert verdict.score > plain.evaluate(question, [named]).verdicts[0].score
+
+
+BORN_QUESTION = "In what year was the actress who played Corliss Archer in Kiss and Tell born?"
+NAMER = Document(
+    "kiss2",
+    "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer. "
+    "Walter Abel played her father.",
+    {"title": "Kiss and Tell (1945 film)"},
+)
+TEMPLE = Document(
+    "temple2",
+    "Shirley Temple was born in 1928 in Santa Monica, California, and became an actress.",
+    {"title": "Shirley Temple"},
+)
+ABEL = Document(
+    "abel",
+    "Walter Abel was an American stage and screen character performer.",
+    {"title": "Walter Abel"},
+)
+
+
+def test_bridge_features_prefer_the_paragraph_holding_the_rest_of_the_question(embedder):
+    """Two paragraphs named by the same on-topic one: the one covering what it lacks wins."""
+    evaluator = LocalEvaluator(embedder)
+    evaluator.evaluate(BORN_QUESTION, [NAMER])
+    temple, abel = evaluator.features(BORN_QUESTION, [TEMPLE, ABEL])
+    assert temple.linked > 0 and temple.linked == abel.linked
+    assert temple.bridge_complement > abel.bridge_complement
+    assert temple.bridge_sentence > 0 and abel.bridge_sentence > 0
+    assert DEFAULT_WEIGHTS.score(temple) > DEFAULT_WEIGHTS.score(abel)
+
+
+def test_naming_cosine_reads_the_sentence_that_names_the_title():
+    """The cosine of the namer's sentence holding the title, 0.0 when no sentence holds it."""
+    namer = LocalFeatures(
+        0.5,
+        0.6,
+        0.5,
+        0.0,
+        "",
+        (),
+        (),
+        sentences=(("It starred Shirley Temple.", 0.6), ("Walter Abel played her father.", 0.2)),
+    )
+    assert 0.6 == naming_cosine("shirley temple", namer)
+    assert 0.2 == naming_cosine("walter abel", namer)
+    assert 0.0 == naming_cosine("janet waldo", namer)
