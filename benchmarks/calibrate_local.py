@@ -32,13 +32,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks.beir_data import load_collection
 from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
 from corrective_rag.evaluate.lexical import complement, term_weights, title_phrase
+from corrective_rag.evaluate.links import naming_cosine, title_links
 from corrective_rag.evaluate.local import (
     DEFAULT_WEIGHTS,
     LocalEvaluator,
     LocalFeatures,
     LocalWeights,
-    naming_cosine,
-    title_links,
 )
 from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.local import LocalRewriter

@@ -29,11 +29,10 @@ Everything is embedded in one batched call per :meth:`LocalEvaluator.evaluate`.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import structlog
@@ -41,7 +40,6 @@ import structlog
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.lexical import (
     check_idf,
-    complement,
     coverage,
     names_phrase,
     phrase_form,
@@ -49,19 +47,14 @@ from corrective_rag.evaluate.lexical import (
     term_weights,
     title_phrase,
 )
+from corrective_rag.evaluate.links import link_features
+from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
 from corrective_rag.inputs import check_query
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 
-__all__ = [
-    "DEFAULT_WEIGHTS",
-    "LocalEvaluator",
-    "LocalFeatures",
-    "LocalWeights",
-    "naming_cosine",
-    "title_links",
-]
+__all__ = ["DEFAULT_WEIGHTS", "LocalEvaluator", "LocalFeatures", "LocalWeights"]
 
 log = structlog.get_logger(__name__)
 
@@ -75,81 +68,6 @@ _HIGH = 0.7  # relevant verdicts score from here: the presets' high relevance (s
 # the loop's first batch of 5 is judged as strictly as the same 5 among 15 (the mean of the best
 # three kept 31 more false positives in the loop's first batch on HotpotQA-500).
 _GAP_REFERENCE = 1
-# the numeric features, named alike in LocalFeatures and LocalWeights
-_FEATURES = (
-    "dense",
-    "sentence",
-    "coverage",
-    "linked",
-    "dense_gap",
-    "sentence_gap",
-    "coverage_gap",
-    "named",
-    "bridge",
-    "bridge_sentence",
-    "bridge_complement",
-    "bridge_top",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class LocalFeatures:
-    """The evidence the local evaluator found for one document."""
-
-    dense: float  # cosine(question, document)
-    sentence: float  # max cosine(question, sentence)
-    coverage: float  # idf-weighted share of question terms in the document, 0..1
-    linked: float  # strongest direct evidence of a batch document naming this one's title
-    best_sentence: str
-    matched: tuple[str, ...]
-    missing: tuple[str, ...]
-    # the first three less their best value among the question's judged documents
-    dense_gap: float = 0.0
-    sentence_gap: float = 0.0
-    coverage_gap: float = 0.0
-    named: float = 0.0  # 1.0 when the question names the document's title
-    bridge: float = 0.0  # linked x (1 - own direct score): a link to a document unlike the question
-    # like bridge, with each namer's score times the question cosine of its sentence naming this
-    bridge_sentence: float = 0.0
-    # the best namer's score times the weighted share of the question terms it lacks that this has
-    bridge_complement: float = 0.0
-    # 1 - own direct score when the best document judged for the question names this one
-    bridge_top: float = 0.0
-    # each compared sentence with its cosine to the question (what the title links look into)
-    sentences: tuple[tuple[str, float], ...] = ()
-
-    def vector(self) -> tuple[float, ...]:
-        """The numeric features in the order of :class:`LocalWeights`."""
-        return tuple(getattr(self, name) for name in _FEATURES)
-
-
-@dataclass(frozen=True, slots=True)
-class LocalWeights:
-    """Logistic weights over :class:`LocalFeatures` and the decision threshold on the score."""
-
-    bias: float
-    dense: float
-    sentence: float
-    coverage: float
-    linked: float
-    threshold: float = 0.5
-    dense_gap: float = 0.0
-    sentence_gap: float = 0.0
-    coverage_gap: float = 0.0
-    named: float = 0.0
-    bridge: float = 0.0
-    bridge_sentence: float = 0.0
-    bridge_complement: float = 0.0
-    bridge_top: float = 0.0
-
-    def score(self, features: LocalFeatures) -> float:
-        """The logistic score of ``features``, 0..1."""
-        z = self.bias + sum(
-            getattr(self, name) * x for name, x in zip(_FEATURES, features.vector(), strict=True)
-        )
-        return 1.0 / (1.0 + math.exp(-z))
-
-
 # Fitted by `python benchmarks/calibrate_local.py ... --judged loop --fit` over HotpotQA-500, CISI,
 # Cranfield and CACM pooled (each collection weighs the same; the README has the command): logistic
 # regression (scipy BFGS, light ridge) on the documents the corrective loop at its defaults sends
@@ -289,7 +207,7 @@ class LocalEvaluator:
             self._remember(question, documents, raw, scores)
         if not self.link_titles:
             return direct
-        return _link(weights, documents, direct, scores, earlier)
+        return link_features(weights, documents, direct, scores, earlier)
 
     def _remember(
         self,
@@ -362,78 +280,6 @@ def _gaps(raw: list[LocalFeatures], earlier: list[LocalFeatures]) -> list[LocalF
     ]
 
 
-def _link(
-    weights: dict[str, float],
-    documents: Sequence[Document],
-    direct: list[LocalFeatures],
-    scores: list[float],
-    earlier: list[tuple[Document, LocalFeatures, float]],
-) -> list[LocalFeatures]:
-    """Credit each document with the documents naming its title, weighed by how on topic they are.
-
-    The namers are the other documents of the batch and those judged earlier for the same
-    question (the loop sends a multi-hop question's second paragraph in a later call than
-    the first one that names it). ``linked`` is the best namer's direct score; ``bridge`` is
-    that less the document's own direct score's share (a link lifts a document unlike the
-    question, a bridge, more than one that already looks like it, a sibling page);
-    ``bridge_sentence`` weighs each namer by how close its naming sentence is to the question;
-    ``bridge_complement`` by how much of what the namer lacks of the question (by ``weights``)
-    the document covers: the second paragraph of a multi-hop question holds the rest of it;
-    ``bridge_top`` counts only the best document judged for the question so far as a namer (the
-    first hop names the second; a lesser document naming it is most often a sibling's mention).
-    """
-    pool = [*documents, *(doc for doc, _, _ in earlier)]
-    pool_features = [*direct, *(feat for _, feat, _ in earlier)]
-    pool_scores = [*scores, *(score for _, _, score in earlier)]
-    links = title_links(pool)[: len(documents)]
-    terms: dict[int, frozenset[str]] = {}
-
-    def terms_of(i: int) -> frozenset[str]:
-        if i not in terms:
-            terms[i] = frozenset(tokenize(pool[i].text))
-        return terms[i]
-
-    top = max(range(len(pool)), key=lambda j: pool_scores[j])
-    found = []
-    for i, (doc, feat, own, js) in enumerate(zip(documents, direct, scores, links, strict=True)):
-        linked = max((pool_scores[j] for j in js), default=0.0)
-        title = title_phrase(doc.metadata.get("title"))
-        said = max(
-            (pool_scores[j] * naming_cosine(title, pool_features[j]) for j in js), default=0.0
-        )
-        adds = max(
-            (pool_scores[j] * complement(weights, terms_of(j), terms_of(i)) for j in js),
-            default=0.0,
-        )
-        found.append(
-            replace(
-                feat,
-                linked=linked,
-                bridge=linked * (1.0 - own),
-                bridge_sentence=said * (1.0 - own),
-                bridge_complement=adds,
-                bridge_top=(1.0 - own) * (top in js),
-            )
-        )
-    return found
-
-
-def naming_cosine(title: str, namer: LocalFeatures) -> float:
-    """The best question cosine among ``namer``'s sentences naming ``title`` (0.0: none does).
-
-    ``title`` is a :func:`~corrective_rag.evaluate.lexical.title_phrase`; a namer whose mention
-    straddles a sentence break, or lies past the compared sentences, counts 0.0.
-    """
-    return max(
-        (
-            max(cosine, 0.0)
-            for sentence, cosine in namer.sentences
-            if names_phrase(phrase_form(sentence), title)
-        ),
-        default=0.0,
-    )
-
-
 def _rescale(probability: float, threshold: float) -> float:
     """Map the logistic output piecewise-linearly onto the filter policies' score scale.
 
@@ -456,23 +302,6 @@ def _check(question: str, documents: Sequence[Document]) -> None:
         or not all(isinstance(d, Document) for d in documents)
     ):
         raise InputError("documents must be a sequence of Document")
-
-
-def title_links(documents: Sequence[Document]) -> list[tuple[int, ...]]:
-    """For each document, the indices of the other documents whose text names its title.
-
-    The title is taken from ``metadata["title"]`` without a parenthesised qualifier
-    ("Kiss and Tell (1945 film)" is named by "Kiss and Tell") and matched as whole words, case
-    and HTML entities aside; documents without a title link to nothing.
-    """
-    forms = [phrase_form(d.text) for d in documents]
-    links = []
-    for i, doc in enumerate(documents):
-        core = title_phrase(doc.metadata.get("title"))
-        links.append(
-            tuple(j for j, form in enumerate(forms) if j != i and names_phrase(form, core))
-        )
-    return links
 
 
 def _reasoning(features: LocalFeatures) -> str:

@@ -17,13 +17,12 @@ from corrective_rag.evaluate.lexical import (
     term_weights,
     title_phrase,
 )
+from corrective_rag.evaluate.links import naming_cosine, title_links
 from corrective_rag.evaluate.local import (
     DEFAULT_WEIGHTS,
     LocalEvaluator,
     LocalFeatures,
     LocalWeights,
-    naming_cosine,
-    title_links,
 )
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.types import Document, Relevance

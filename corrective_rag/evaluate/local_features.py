@@ -1,0 +1,87 @@
+"""What the local evaluator measures of a document, and the weights that turn it into a score.
+
+:class:`LocalFeatures` is the evidence found for one document (see
+:mod:`corrective_rag.evaluate.local` for what each feature means); :class:`LocalWeights` is the
+logistic combination over the numeric features and the decision threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["FEATURES", "LocalFeatures", "LocalWeights"]
+
+# the numeric features, named alike in LocalFeatures and LocalWeights
+FEATURES = (
+    "dense",
+    "sentence",
+    "coverage",
+    "linked",
+    "dense_gap",
+    "sentence_gap",
+    "coverage_gap",
+    "named",
+    "bridge",
+    "bridge_sentence",
+    "bridge_complement",
+    "bridge_top",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFeatures:
+    """The evidence the local evaluator found for one document."""
+
+    dense: float  # cosine(question, document)
+    sentence: float  # max cosine(question, sentence)
+    coverage: float  # idf-weighted share of question terms in the document, 0..1
+    linked: float  # strongest direct evidence of a batch document naming this one's title
+    best_sentence: str
+    matched: tuple[str, ...]
+    missing: tuple[str, ...]
+    # the first three less their best value among the question's judged documents
+    dense_gap: float = 0.0
+    sentence_gap: float = 0.0
+    coverage_gap: float = 0.0
+    named: float = 0.0  # 1.0 when the question names the document's title
+    bridge: float = 0.0  # linked x (1 - own direct score): a link to a document unlike the question
+    # like bridge, with each namer's score times the question cosine of its sentence naming this
+    bridge_sentence: float = 0.0
+    # the best namer's score times the weighted share of the question terms it lacks that this has
+    bridge_complement: float = 0.0
+    # 1 - own direct score when the best document judged for the question names this one
+    bridge_top: float = 0.0
+    # each compared sentence with its cosine to the question (what the title links look into)
+    sentences: tuple[tuple[str, float], ...] = ()
+
+    def vector(self) -> tuple[float, ...]:
+        """The numeric features in the order of :class:`LocalWeights`."""
+        return tuple(getattr(self, name) for name in FEATURES)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalWeights:
+    """Logistic weights over :class:`LocalFeatures` and the decision threshold on the score."""
+
+    bias: float
+    dense: float
+    sentence: float
+    coverage: float
+    linked: float
+    threshold: float = 0.5
+    dense_gap: float = 0.0
+    sentence_gap: float = 0.0
+    coverage_gap: float = 0.0
+    named: float = 0.0
+    bridge: float = 0.0
+    bridge_sentence: float = 0.0
+    bridge_complement: float = 0.0
+    bridge_top: float = 0.0
+
+    def score(self, features: LocalFeatures) -> float:
+        """The logistic score of ``features``, 0..1."""
+        z = self.bias + sum(
+            getattr(self, name) * x for name, x in zip(FEATURES, features.vector(), strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-z))
