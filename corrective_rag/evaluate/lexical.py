@@ -70,10 +70,15 @@ def check_idf(idf: object) -> Callable[[str], float] | None:
 def term_weights(
     terms: Iterable[str], idf: Callable[[str], float] | None = None
 ) -> dict[str, float]:
-    """Weight each term by ``idf`` (floored at ``MIN_TERM_WEIGHT``), or 1.0 each without one."""
+    """Weight each term by ``idf`` (floored at ``MIN_TERM_WEIGHT``), or 1.0 each without one.
+
+    The terms are sorted, so that sums over the weights do not depend on the order a set of
+    terms happened to iterate in (Python's string hashing differs between runs).
+    """
+    ordered = sorted(set(terms))
     if idf is None:
-        return dict.fromkeys(terms, 1.0)
-    return {t: max(float(idf(t)), MIN_TERM_WEIGHT) for t in terms}
+        return dict.fromkeys(ordered, 1.0)
+    return {t: max(float(idf(t)), MIN_TERM_WEIGHT) for t in ordered}
 
 
 @dataclass(frozen=True, slots=True)

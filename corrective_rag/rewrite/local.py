@@ -218,7 +218,7 @@ def _candidates(
                 if not (own and (own <= phrase_terms or phrase_terms <= own)):
                     bonus = _PHRASE_BONUS if len(phrase_terms) > 1 else 1.0
                     offer(phrase, phrase_terms, strength * near * bonus, document.id)
-            for term in set(terms) - question_terms:
+            for term in sorted(set(terms) - question_terms):  # sorted: same sums every run
                 if not term.isdigit():
                     offer(term, frozenset([term]), strength * near / len(terms), document.id)
     ranked = sorted(found.values(), key=lambda c: (-c.score, c.text))
