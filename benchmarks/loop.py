@@ -106,7 +106,9 @@ class Tally:
         self.evaluated = self.llm_calls = 0
         self.seconds = 0.0
 
-    def add(self, kept: set[str], truth: frozenset[str], evaluated: int, calls: int, s: float):
+    def add(
+        self, kept: set[str], truth: frozenset[str], evaluated: int, calls: int, s: float
+    ) -> None:
         found = len(kept & truth)
         self.recall.append(found / len(truth))
         self.all_found.append(truth <= kept)

@@ -27,7 +27,12 @@ from corrective_rag.store.hybrid import DEFAULT_CANDIDATES, HybridStore
 ADD_BATCH = 2000
 
 
-def evaluate(store: HybridStore, queries: dict[str, str], qrels, leg: str | None) -> dict:
+def evaluate(
+    store: HybridStore,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    leg: str | None,
+) -> dict:
     ndcg10 = r10 = r100 = 0.0
     started = time.perf_counter()
     ranked_all = {}

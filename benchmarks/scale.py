@@ -36,11 +36,13 @@ def vocabulary() -> list[str]:
     import importlib
     import inspect
     import pkgutil
+    import sysconfig
 
     counts: collections.Counter[str] = collections.Counter()
+    stdlib = sysconfig.get_paths()["stdlib"]  # the standard library's own folder, any Python
     names = sorted(
-        m.name for m in pkgutil.iter_modules() if m.module_finder.path.endswith("python3.11")
-    )  # type: ignore[union-attr]
+        m.name for m in pkgutil.iter_modules() if getattr(m.module_finder, "path", None) == stdlib
+    )
     for name in names:
         if name.startswith(("_", "antigravity", "this", "idlelib", "tkinter", "turtle")):
             continue
