@@ -22,6 +22,8 @@ from corrective_rag.evaluate.lexical import (
     check_idf,
     coverage,
     name_phrases,
+    names_phrase,
+    phrase_form,
     split_sentences,
     term_weights,
 )
@@ -101,7 +103,7 @@ class LocalRewriter:
             candidate = " ".join([*focus, *rest])
             if check_rewrite(candidate, request.question, request.tried_queries) is None:
                 log.debug("local_rewrite", query=candidate, unfound=focus)
-                rationale = f"searched what no judged document mentions: {', '.join(focus)}"
+                rationale = f"searched what no relevant document mentions: {', '.join(focus)}"
                 return Rewrite(candidate, rationale=rationale)
         candidate = ""
         reason: str | None = "no relevant document to learn from and no unmatched term"
@@ -133,12 +135,14 @@ def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
 
 
 def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged]) -> list[str]:
-    """The question's names holding a rare term that no judged document contains.
+    """The question's names that the search has not reached: entities still to find.
 
-    Rare means weighing at least the mean of the question terms the judged documents do contain.
-    A name no search has reached is an entity still to find (the second thing a comparison
-    question names); a missing rare word that is not part of a name ("timeframe") is most often
-    answered in other words, so it does not count.
+    A name counts when it holds a rare term that no judged document contains (rare: weighing at
+    least the mean of the question terms the judged documents do contain), or when it has two
+    or more words and no relevant document mentions it: the second thing a comparison question
+    names. A name a relevant document mentions ("Corliss Archer" in the film's paragraph) is
+    found, and a missing rare word outside names ("timeframe") is most often answered in other
+    words, so neither counts.
     """
     seen: set[str] = set()
     for item in judged:
@@ -148,7 +152,16 @@ def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged])
         return []
     floor = sum(found) / len(found)
     rare = {t for t, w in weights.items() if t not in seen and w >= floor}
-    return [n for n in name_phrases(question) if content_terms(n) & rare]
+    relevant = [phrase_form(j.document.text) for j in judged if j.verdict.relevant]
+    return [
+        n
+        for n in name_phrases(question)
+        if content_terms(n) & rare
+        or (
+            len(content_terms(n)) > 1
+            and not any(names_phrase(form, phrase_form(n).strip()) for form in relevant)
+        )
+    ]
 
 
 def _judged_idf(judged: Sequence[Judged]) -> Callable[[str], float]:

@@ -139,7 +139,7 @@ def test_searches_an_unfound_one_word_name_alone():
     assert rewrite.query is not None
     assert rewrite.query.startswith("Zorblax")
     assert not {"grohl", "mendel", "smear"} & content_terms(rewrite.query)
-    assert "no judged document mentions: Zorblax" in rewrite.rationale
+    assert "no relevant document mentions: Zorblax" in rewrite.rationale
 
 
 def test_a_rare_word_outside_names_is_not_an_entity_to_search():
@@ -157,4 +157,28 @@ def test_a_rare_word_outside_names_is_not_an_entity_to_search():
         )
     )
     assert second.query is not None
-    assert "no judged document mentions" not in second.rationale
+    assert "no relevant document mentions" not in second.rationale
+
+
+def test_searches_a_two_word_name_no_relevant_document_mentions_alone():
+    """A comparison's second person, mentioned only by a rejected page, is searched by name."""
+    question = "Who was born first, Aleksandr Ivanovsky or Arthur Lubin?"
+    ivanovsky = Document(
+        "Aleksandr Ivanovsky",
+        "Aleksandr Ivanovsky was a Soviet film director, twice awarded the Stalin Prize.",
+        {"title": "Aleksandr Ivanovsky"},
+    )
+    other = Document("Lubin", "Siegmund Lubin founded a film studio.", {"title": "Lubin Studios"})
+    rewrite = LocalRewriter().rewrite(
+        RewriteRequest(
+            question,
+            (question,),
+            (
+                Judged(ivanovsky, verdict(ivanovsky.id, True)),
+                Judged(other, verdict(other.id, False)),
+            ),
+        )
+    )
+    assert rewrite.query is not None
+    assert rewrite.query.startswith("Arthur Lubin")
+    assert not {"stalin", "prize", "soviet"} & content_terms(rewrite.query)
