@@ -21,9 +21,11 @@ from corrective_rag.types import (
     Document,
     Evaluation,
     FallbackMode,
+    Relevance,
     RunResult,
     StopReason,
     Usage,
+    Verdict,
 )
 
 QUESTION = "Which planet has the largest moon?"
@@ -75,6 +77,29 @@ def test_only_confidently_kept_documents_stop_the_loop() -> None:
     )
     result = orch.run(QUESTION)
     assert (StopReason.ENOUGH_RELEVANT, 1) == (result.stop_reason, result.iterations)
+
+
+def test_enough_relevant_waits_while_every_kept_document_lacks_the_same_term() -> None:
+    """Kept documents that all report one question term missing do not end the search yet."""
+
+    def verdict(doc_id: str, missing: str | None) -> Verdict:
+        return Verdict(doc_id, True, Relevance.HIGH, 0.9, 0.9, missing=missing)
+
+    script = {
+        "p0": verdict("p0", "largest, planet"),
+        "p1": verdict("p1", "largest"),
+        "p2": verdict("p2", "largest"),
+        "p3": verdict("p3", None),
+    }
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS),
+        ScriptedEvaluator(script),
+        ScriptedRewriter(["largest moon", "moon size"]),
+        top_k=3,
+    )
+    result = orch.run(QUESTION)
+    assert (StopReason.ENOUGH_RELEVANT, 2) == (result.stop_reason, result.iterations)
+    assert {"p0", "p1", "p2", "p3"} == set(result.kept_ids)
 
 
 def test_iteration_cap_is_a_stop_reason() -> None:
