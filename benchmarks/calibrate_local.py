@@ -163,7 +163,7 @@ def _direct(features: LocalFeatures) -> tuple[float, ...]:
     return tuple(getattr(features, name) for name in _DIRECT)
 
 
-_LINKS = ("linked", "bridge", "bridge_sentence", "bridge_complement", "bridge_top")
+_LINKS = ("linked", "bridge", "bridge_sentence", "bridge_complement", "bridge_top", "bridge_depth")
 
 
 def _link_terms(weights: LocalWeights, data: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +178,8 @@ def _link_terms(weights: LocalWeights, data: dict) -> tuple[np.ndarray, np.ndarr
     groups, ends = data["groups"], data["ends"]
     tops = np.array([_top_names(direct, groups, ends, i, js) for i, js in enumerate(links)])
     own = 1.0 - direct
-    return z, np.column_stack([linked, linked * own, said * own, adds, tops * own])
+    depth = linked * np.maximum(0.0, -z)
+    return z, np.column_stack([linked, linked * own, said * own, adds, tops * own, depth])
 
 
 def _top_names(direct: np.ndarray, groups: np.ndarray, ends: np.ndarray, i: int, js: tuple) -> bool:

@@ -8,6 +8,7 @@ the local evaluator's ``linked`` and ``bridge*`` features.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -37,7 +38,10 @@ def link_features(
     ``bridge_complement`` by how much of what the namer lacks of the question (by ``weights``)
     the document covers: the second paragraph of a multi-hop question holds the rest of it;
     ``bridge_top`` counts only the best document judged for the question so far as a namer (the
-    first hop names the second; a lesser document naming it is most often a sibling's mention).
+    first hop names the second; a lesser document naming it is most often a sibling's mention);
+    ``bridge_depth`` is ``linked`` times how far the document's own direct evidence lies below
+    even odds, in logits: a bridge paragraph is expected to look unlike the question, so a link
+    offsets part of the penalty the gaps give it, however deep, where ``bridge`` saturates.
     """
     pool = [*documents, *(doc for doc, _, _ in earlier)]
     pool_features = [*direct, *(feat for _, feat, _ in earlier)]
@@ -70,9 +74,16 @@ def link_features(
                 bridge_sentence=said * (1.0 - own),
                 bridge_complement=adds,
                 bridge_top=(1.0 - own) * (top in js),
+                bridge_depth=linked * _depth(own),
             )
         )
     return found
+
+
+def _depth(probability: float) -> float:
+    """How far below even odds ``probability`` is, in logits (0.0 at or above 0.5)."""
+    p = min(max(probability, 1e-6), 1.0 - 1e-6)
+    return max(0.0, -math.log(p / (1.0 - p)))
 
 
 def naming_cosine(title: str, namer: LocalFeatures) -> float:

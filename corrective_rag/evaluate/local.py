@@ -21,7 +21,9 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
   ``bridge_sentence`` weighs the namer by how close its naming sentence is to the question;
   ``bridge_complement`` by how much of what the namer lacks of the question's terms the
   document covers (the second paragraph holds the rest of the question); ``bridge_top`` counts
-  only the best document judged for the question as the namer.
+  only the best document judged for the question as the namer; ``bridge_depth`` grows with how
+  far below even odds the document's own evidence is, so that a strong link offsets part of the
+  penalty a bridge paragraph gets for looking unlike the question.
 
 ``score = sigmoid(bias + w . features)``; a document is relevant when ``score >= threshold``.
 Everything is embedded in one batched call per :meth:`LocalEvaluator.evaluate`.
@@ -77,20 +79,21 @@ _GAP_REFERENCE = 1
 # fitted to one collection's style. Refitted until the weights stopped moving (the loop's documents
 # depend on the judge).
 DEFAULT_WEIGHTS = LocalWeights(
-    bias=-2.352,
-    dense=2.338,
-    sentence=1.37,
-    coverage=0.316,
-    linked=-3.548,
+    bias=-2.431,
+    dense=2.352,
+    sentence=1.449,
+    coverage=0.295,
+    linked=-1.861,
     threshold=0.26,
-    dense_gap=1.868,
-    sentence_gap=1.057,
-    coverage_gap=1.627,
-    named=1.649,
-    bridge=2.321,
-    bridge_sentence=1.951,
-    bridge_complement=5.655,
-    bridge_top=1.383,
+    dense_gap=1.831,
+    sentence_gap=0.914,
+    coverage_gap=1.596,
+    named=1.666,
+    bridge=-3.433,
+    bridge_sentence=2.316,
+    bridge_complement=5.675,
+    bridge_top=1.048,
+    bridge_depth=1.884,
 )
 
 

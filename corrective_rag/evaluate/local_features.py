@@ -26,6 +26,7 @@ FEATURES = (
     "bridge_sentence",
     "bridge_complement",
     "bridge_top",
+    "bridge_depth",
 )
 
 
@@ -52,6 +53,8 @@ class LocalFeatures:
     bridge_complement: float = 0.0
     # 1 - own direct score when the best document judged for the question names this one
     bridge_top: float = 0.0
+    # linked x how far below even odds the document's own direct evidence is (in logits)
+    bridge_depth: float = 0.0
     # each compared sentence with its cosine to the question (what the title links look into)
     sentences: tuple[tuple[str, float], ...] = ()
 
@@ -78,6 +81,7 @@ class LocalWeights:
     bridge_sentence: float = 0.0
     bridge_complement: float = 0.0
     bridge_top: float = 0.0
+    bridge_depth: float = 0.0
 
     def score(self, features: LocalFeatures) -> float:
         """The logistic score of ``features``, 0..1."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -297,7 +298,22 @@ def test_bridge_features_prefer_the_paragraph_holding_the_rest_of_the_question(e
     assert temple.linked > 0 and temple.linked == abel.linked
     assert temple.bridge_complement > abel.bridge_complement
     assert temple.bridge_sentence > 0 and abel.bridge_sentence > 0
+    assert temple.bridge_depth > 0 and abel.bridge_depth > 0
     assert DEFAULT_WEIGHTS.score(temple) > DEFAULT_WEIGHTS.score(abel)
+
+
+def test_bridge_depth_grows_as_the_own_evidence_falls_and_needs_a_link(embedder):
+    """A linked document's depth is linked x its direct logit below zero; unlinked ones have 0."""
+    evaluator = LocalEvaluator(embedder)
+    namer, off_topic = evaluator.features(BORN_QUESTION, [NAMER, OFF_TOPIC])
+    assert 0.0 == namer.bridge_depth == off_topic.bridge_depth
+    (temple,) = evaluator.features(BORN_QUESTION, [TEMPLE])
+    own = LocalEvaluator(embedder, link_titles=False)
+    own.features(BORN_QUESTION, [NAMER, OFF_TOPIC])
+    (direct,) = own.features(BORN_QUESTION, [TEMPLE])
+    p = DEFAULT_WEIGHTS.score(direct)
+    expected = temple.linked * max(0.0, -math.log(p / (1.0 - p)))
+    assert temple.bridge_depth == pytest.approx(expected)
 
 
 def test_naming_cosine_reads_the_sentence_that_names_the_title():
