@@ -46,7 +46,9 @@ def link_features(
     pool = [*documents, *(doc for doc, _, _ in earlier)]
     pool_features = [*direct, *(feat for _, feat, _ in earlier)]
     pool_scores = [*scores, *(score for _, _, score in earlier)]
-    links = title_links(pool)[: len(documents)]
+    forms = [phrase_form(d.text) for d in pool]
+    # only the batch's documents get features: their namers, not the whole pool's links
+    links = [_namers(i, doc, forms) for i, doc in enumerate(documents)]
     terms: dict[int, frozenset[str]] = {}
 
     def terms_of(i: int) -> frozenset[str]:
@@ -105,15 +107,17 @@ def naming_cosine(title: str, namer: LocalFeatures) -> float:
 def title_links(documents: Sequence[Document]) -> list[tuple[int, ...]]:
     """For each document, the indices of the other documents whose text names its title.
 
-    The title is taken from ``metadata["title"]`` without a parenthesised qualifier
-    ("Kiss and Tell (1945 film)" is named by "Kiss and Tell") and matched as whole words, case
-    and HTML entities aside; documents without a title link to nothing.
+    The title is taken from ``metadata["title"]`` without its qualifier (see
+    :func:`~corrective_rag.evaluate.lexical.title_phrase`) and matched as whole words, case and
+    HTML entities aside; documents without a title link to nothing.
     """
     forms = [phrase_form(d.text) for d in documents]
-    links = []
-    for i, doc in enumerate(documents):
-        core = title_phrase(doc.metadata.get("title"))
-        links.append(
-            tuple(j for j, form in enumerate(forms) if j != i and names_phrase(form, core))
-        )
-    return links
+    return [_namers(i, doc, forms) for i, doc in enumerate(documents)]
+
+
+def _namers(i: int, document: Document, forms: Sequence[str]) -> tuple[int, ...]:
+    """Indices of the :func:`phrase_form` texts, but ``i``, that name ``document``'s title."""
+    core = title_phrase(document.metadata.get("title"))
+    if not core:
+        return ()
+    return tuple(j for j, form in enumerate(forms) if j != i and names_phrase(form, core))

@@ -8,26 +8,9 @@ logistic combination over the numeric features and the decision threshold.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 __all__ = ["FEATURES", "LocalFeatures", "LocalWeights"]
-
-# the numeric features, named alike in LocalFeatures and LocalWeights
-FEATURES = (
-    "dense",
-    "sentence",
-    "coverage",
-    "linked",
-    "dense_gap",
-    "sentence_gap",
-    "coverage_gap",
-    "named",
-    "bridge",
-    "bridge_sentence",
-    "bridge_complement",
-    "bridge_top",
-    "bridge_depth",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +72,7 @@ class LocalWeights:
             getattr(self, name) * x for name, x in zip(FEATURES, features.vector(), strict=True)
         )
         return 1.0 / (1.0 + math.exp(-z))
+
+
+# The numeric features, named alike in LocalFeatures and LocalWeights, in the weights' order.
+FEATURES = tuple(f.name for f in fields(LocalWeights) if f.name not in ("bias", "threshold"))
