@@ -26,7 +26,7 @@ from corrective_rag.inputs import MAX_QUERY_BYTES, check_query
 from corrective_rag.multiquery import search_queries
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.refine import recompose, refine
-from corrective_rag.text import content_terms
+from corrective_rag.stopping import enough_relevant
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -124,10 +124,8 @@ class CorrectiveRAGOrchestrator:
             ``ecommerce``).
         max_iterations: iteration cap (1..100).
         top_k: new documents judged per iteration and source (1..1000).
-        min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``.
-            They count only when kept on confident verdicts (``policy.stop_confidence``), and
-            not while every kept document's verdict reports the same question term missing:
-            that part of the question is unanswered, so the search goes on.
+        min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``
+            (see :func:`~corrective_rag.stopping.enough_relevant` for when they count).
         budget: limits on LLM calls, tokens, cost and seconds; ``None``: unlimited.
         refine: decompose kept documents into strips and keep the relevant ones (CRAG).
         strip_sentences: sentences per strip when refining.
@@ -309,13 +307,8 @@ class CorrectiveRAGOrchestrator:
 
         ended: tuple[StopReason, str] | None = None
         rewrite: Rewrite | None = None
-        if (
-            sure := _confidently_kept(st.kept, self.policy)
-        ) >= self.policy.min_relevant and not _still_missing(st.kept):
-            ended = (
-                StopReason.ENOUGH_RELEVANT,
-                f"{sure} kept >= min_relevant {self.policy.min_relevant}",
-            )
+        if enough := enough_relevant([k.verdict for k in st.kept.values()], self.policy):
+            ended = (StopReason.ENOUGH_RELEVANT, enough)
         elif new == 0:
             repeat = [i for i, s in enumerate(st.retrieved_sets, start=1) if s == ids]
             if repeat:
@@ -451,22 +444,6 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
-
-
-def _confidently_kept(kept: Mapping[str, KeptDocument], policy: FilterPolicy) -> int:
-    """Kept documents whose verdict is confident enough to count toward ``min_relevant``."""
-    return sum((k.verdict.confidence or 0.0) >= policy.stop_confidence for k in kept.values())
-
-
-def _still_missing(kept: Mapping[str, KeptDocument]) -> frozenset[str]:
-    """Content terms every kept document's verdict reports missing (empty if one reports none)."""
-    found: frozenset[str] | None = None
-    for item in kept.values():
-        terms = content_terms(item.verdict.missing or "")
-        found = terms if found is None else found & terms
-        if not found:
-            return frozenset()
-    return found or frozenset()
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

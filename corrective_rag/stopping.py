@@ -1,0 +1,37 @@
+"""When the corrective loop has found enough: a pure function over the kept verdicts.
+
+Kept documents count toward the policy's ``min_relevant`` only when kept on a confident verdict
+(``FilterPolicy.stop_confidence``): a weak judge's unsure keeps stay kept, but the loop goes on
+searching instead of stopping on its false positives. Nor is it enough while every kept
+document's verdict reports the same question term missing: that part of the question is still
+unanswered (a comparison whose second side no kept page covers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from corrective_rag.evaluate.policy import FilterPolicy
+from corrective_rag.text import content_terms
+from corrective_rag.types import Verdict
+
+__all__ = ["enough_relevant"]
+
+
+def enough_relevant(kept: Collection[Verdict], policy: FilterPolicy) -> str | None:
+    """Why the verdicts of the kept documents are enough to stop, or ``None`` while they are not."""
+    sure = sum((v.confidence or 0.0) >= policy.stop_confidence for v in kept)
+    if sure < policy.min_relevant or _still_missing(kept):
+        return None
+    return f"{sure} kept >= min_relevant {policy.min_relevant}"
+
+
+def _still_missing(kept: Collection[Verdict]) -> frozenset[str]:
+    """Content terms every verdict reports missing (empty if one reports none)."""
+    found: frozenset[str] | None = None
+    for verdict in kept:
+        terms = frozenset(content_terms(verdict.missing or ""))
+        found = terms if found is None else found & terms
+        if not found:
+            return frozenset()
+    return found or frozenset()
