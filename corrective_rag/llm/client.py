@@ -19,9 +19,8 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -37,6 +36,7 @@ from corrective_rag.errors import (
     LLMTransportError,
 )
 from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
+from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.types import ChatReply, Usage
 
@@ -52,29 +52,11 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
-R = TypeVar("R")
-
 # Ways to ask for JSON, most precise first; a client steps down when a server rejects one.
 STRUCTURED_MODES = ("json_schema", "json_object", "instructions")
 _REJECTION_HINTS = ("response_format", "json_schema", "json_object", "unsupported", "not support")
 _CHUNK = 64 * 1024
 _PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
-
-
-def parallel_map(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int) -> list[R]:
-    """Apply ``fn`` to ``items`` on up to ``max_workers`` threads; results in input order.
-
-    The first exception raised by ``fn`` propagates (after all started calls have finished).
-    """
-    work = list(items)
-    if max_workers < 1:
-        raise ConfigError(f"max_workers must be >= 1, got {max_workers}")
-    if len(work) <= 1 or max_workers == 1:
-        return [fn(item) for item in work]
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(work))) as pool:
-        futures = [pool.submit(fn, item) for item in work]
-        return [f.result() for f in futures]
 
 
 class _Retryable(Exception):

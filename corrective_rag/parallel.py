@@ -1,0 +1,29 @@
+"""Order-preserving parallel map on a bounded thread pool (LLM calls are I/O bound)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from corrective_rag.errors import ConfigError
+
+__all__ = ["parallel_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def parallel_map(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int) -> list[R]:
+    """Apply ``fn`` to ``items`` on up to ``max_workers`` threads; results in input order.
+
+    The first exception raised by ``fn`` propagates (after all started calls have finished).
+    """
+    work = list(items)
+    if max_workers < 1:
+        raise ConfigError(f"max_workers must be >= 1, got {max_workers}")
+    if len(work) <= 1 or max_workers == 1:
+        return [fn(item) for item in work]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(work))) as pool:
+        futures = [pool.submit(fn, item) for item in work]
+        return [f.result() for f in futures]
