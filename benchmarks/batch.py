@@ -23,8 +23,8 @@ LEVELS = (1, 2, 4, 8)
 
 
 def _queries(n: int, seed: int) -> list:
-    from corrective_rag.batch import Query
-    from corrective_rag.demo import stdlib_documents
+    from corrective_rag.cli.demo import stdlib_documents
+    from corrective_rag.runs.batch import Query
 
     docs = [d for d in stdlib_documents() if d.id.endswith("#0") and "." in d.id.split("#")[0]]
     rng = random.Random(seed)
@@ -39,12 +39,12 @@ def _queries(n: int, seed: int) -> list:
 def run(
     latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int, keep: str | None = None
 ) -> dict:
-    from corrective_rag.batch import run_batch
-    from corrective_rag.demo import stdlib_documents
+    from corrective_rag.cli.demo import stdlib_documents
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.llm.client import OpenAIChatClient
-    from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+    from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.runs.batch import run_batch
     from corrective_rag.testing.fakes import ListRetriever
     from corrective_rag.testing.server import ScriptedLLMServer
 
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="OUT.json")
     parser.add_argument("--keep-results", metavar="DIR", help="copy each level's results file here")
     args = parser.parse_args()
-    from corrective_rag.cli import configure_logging
+    from corrective_rag.cli.main import configure_logging
 
     configure_logging(verbose=False)  # per-iteration log lines would swamp the figures
     levels = tuple(int(x) for x in args.levels.split(","))

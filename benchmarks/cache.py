@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from corrective_rag.models.embeddings import text_key
 from corrective_rag.protocols import Embedder
-from corrective_rag.store.embeddings import text_key
 
 
 class DiskCachedEmbedder:

@@ -31,7 +31,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.beir_data import load_collection
 from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
-from corrective_rag.evaluate.lexical import complement, term_weights, title_phrase
 from corrective_rag.evaluate.links import naming_cosine, title_links
 from corrective_rag.evaluate.local import (
     DEFAULT_WEIGHTS,
@@ -39,11 +38,12 @@ from corrective_rag.evaluate.local import (
     LocalFeatures,
     LocalWeights,
 )
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.text import content_terms, tokenize
+from corrective_rag.text.lexical import complement, term_weights, title_phrase
 from corrective_rag.types import Document, Evaluation
 
 TOP_K = 10

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.types import Document
 
 CACHE_DIR = Path(tempfile.gettempdir()) / "corrective_rag_bench"

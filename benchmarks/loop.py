@@ -36,8 +36,8 @@ from benchmarks.beir_data import Collection, load_collection
 from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.local import LocalEvaluator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 
 
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     try:
         from corrective_rag.evaluate.policy import Decision, decide
-        from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+        from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     except ImportError as exc:
         raise SystemExit(f"the loop benchmark needs the orchestrator (branch loop): {exc}") from exc
 

@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.beir import load_beir
 from benchmarks.cache import DiskCachedEmbedder
-from corrective_rag.metrics import ndcg_at_k, recall_at_k
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from benchmarks.metrics import ndcg_at_k, recall_at_k
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.fusion import ConvexFusion, RRFusion
 from corrective_rag.store.hybrid import DEFAULT_CANDIDATES, HybridStore
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from benchmarks.beir_data import Collection
 from benchmarks.embedding_cache import CACHE_DIR, cached_embeddings
-from corrective_rag.evaluate.lexical import split_sentences
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder, text_key
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder, text_key
 from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.text.lexical import split_sentences
 from corrective_rag.types import Document
 
 

@@ -95,7 +95,7 @@ def _peak_rss_mb() -> float:
 
 def run_ours(docs: list[str], queries: list[str], cache: str, out: Any) -> None:
     from benchmarks.cache import DiskCachedEmbedder
-    from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+    from corrective_rag.models.embeddings import SentenceTransformerEmbedder
     from corrective_rag.store.hybrid import HybridStore
     from corrective_rag.types import Document
 
@@ -129,7 +129,7 @@ def run_naive(docs: list[str], queries: list[str], cache: str, out: Any) -> None
     from rank_bm25 import BM25Okapi
 
     from benchmarks.cache import DiskCachedEmbedder
-    from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+    from corrective_rag.models.embeddings import SentenceTransformerEmbedder
     from corrective_rag.store.fusion import reciprocal_rank_fusion
     from corrective_rag.text import tokenize
 
@@ -173,7 +173,7 @@ def run_naive(docs: list[str], queries: list[str], cache: str, out: Any) -> None
 
 def embed_all(docs: list[str], cache: str, random_vectors: bool) -> float:
     from benchmarks.cache import DiskCachedEmbedder
-    from corrective_rag.store.embeddings import SentenceTransformerEmbedder, text_key
+    from corrective_rag.models.embeddings import SentenceTransformerEmbedder, text_key
 
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder(cache_size=0), cache)
     started = time.perf_counter()

@@ -58,7 +58,7 @@ def corpus() -> list[Any]:
 
 
 def queries(n: int) -> list[Any]:
-    from corrective_rag.batch import Query
+    from corrective_rag.runs.batch import Query
 
     forms = ("How do {}?", "Why do {}?", "Explain how {}.", "What makes {}?")
     return [
@@ -149,13 +149,13 @@ def outcomes(records: list[Any]) -> dict[str, int]:
 
 
 def run(n_queries: int, fault_rate: float, seed: int, concurrency: int, latency: float) -> dict:
-    from corrective_rag.batch import run_batch
     from corrective_rag.evaluate.cache import VerdictCache
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
-    from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
-    from corrective_rag.results import read_results
+    from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.results import read_results
     from corrective_rag.testing.fakes import ListRetriever
     from corrective_rag.testing.server import ScriptedLLMServer
 

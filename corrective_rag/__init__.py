@@ -4,8 +4,6 @@ The loop: retrieve (hybrid BM25 + dense) -> evaluate (JSON verdicts) -> filter -
 with every iteration recorded in the result's history.
 """
 
-from corrective_rag.batch import run_batch
-from corrective_rag.budget import Budget
 from corrective_rag.errors import (
     ConfigError,
     CorrectiveRAGError,
@@ -17,13 +15,15 @@ from corrective_rag.errors import (
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.policy import FilterPolicy, get_policy
-from corrective_rag.generate import LLMGenerator
-from corrective_rag.history import HistoryStore, render_table, result_from_json, result_to_json
+from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm.client import OpenAIChatClient, Pricing, Retries, Timeouts
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.loop.budget import Budget
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.runs.batch import run_batch
+from corrective_rag.runs.history import HistoryStore, render_table, result_from_json, result_to_json
 from corrective_rag.store.fusion import ConvexFusion, RRFusion
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.loaders import load_documents

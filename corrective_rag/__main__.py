@@ -2,6 +2,6 @@
 
 import sys
 
-from corrective_rag.cli import main
+from corrective_rag.cli.main import main
 
 sys.exit(main())

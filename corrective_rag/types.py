@@ -2,7 +2,7 @@
 
 Everything here is immutable (``frozen=True, slots=True``) and holds only JSON-friendly fields
 (str, int, float, bool, None, enums of str, tuples and mappings of those), so that
-:mod:`corrective_rag.history` can round-trip a whole run through JSON without loss.
+:mod:`corrective_rag.runs.history` can round-trip a whole run through JSON without loss.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ __all__ = [
     "Strip",
     "Usage",
     "Verdict",
+    "record_fields",
 ]
 
 MAX_ID_LENGTH = 512  # chromadb accepts longer ids, but ids are shown in tables and logs
@@ -401,3 +402,35 @@ class RunResult:
     def kept_ids(self) -> tuple[str, ...]:
         """Ids of the kept documents, best first."""
         return tuple(k.document.id for k in self.kept)
+
+
+def record_fields(record: IterationRecord) -> dict[str, Any]:
+    """An iteration record as flat, simple values: the ``iteration_finished`` log event's fields.
+
+    Ids and queries stay lists of strings; enums become their values; usage is the iteration's
+    total over phases.
+    """
+    usage = record.usage.total
+    rewrite = record.rewrite
+    return {
+        "iteration": record.index,
+        "query": record.query,
+        "searched": list(record.searched),
+        "retrieved": len(record.retrieved),
+        "retrieved_ids": [r.document_id for r in record.retrieved],
+        "skipped_ids": list(record.skipped_ids),
+        "judged": len(record.verdicts),
+        "kept_ids": list(record.kept_ids),
+        "dropped_ids": list(record.dropped_ids),
+        "ungraded_ids": list(record.ungraded_ids),
+        "action": record.action.value if record.action else None,
+        "fallback": record.fallback.value if record.fallback else None,
+        "rewrite": rewrite.query if rewrite else None,
+        "rewrite_rationale": rewrite.rationale if rewrite else None,
+        "rewrite_rejected": rewrite.rejected if rewrite else None,
+        "llm_calls": usage.llm_calls,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cost_usd": usage.cost_usd,
+        "seconds": record.seconds,
+    }

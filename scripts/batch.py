@@ -5,7 +5,7 @@ python scripts/batch.py QUERIES.jsonl --out RESULTS.jsonl --store DIR [--concurr
 
 import sys
 
-from corrective_rag.cli import main
+from corrective_rag.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["batch", *sys.argv[1:]]))

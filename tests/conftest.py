@@ -12,7 +12,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import pytest
 
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from runs_helpers import make_result, slow_run
 
-from corrective_rag.batch import Query, in_shard, parse_shard, read_queries, run_batch
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
-from corrective_rag.results import error_line, ok_line, read_results, repair_torn_tail
-from corrective_rag.summary import mean, percentile, summarize
+from corrective_rag.runs.batch import Query, in_shard, parse_shard, read_queries, run_batch
+from corrective_rag.runs.results import error_line, ok_line, read_results, repair_torn_tail
+from corrective_rag.runs.summary import mean, percentile, summarize
 from corrective_rag.types import StopReason
 
 REPO = Path(__file__).resolve().parent.parent
@@ -233,7 +233,7 @@ def test_a_corrupt_complete_line_is_reported_not_overwritten(tmp_path):
 CHILD = textwrap.dedent(
     """
     import sys
-    from corrective_rag.batch import run_batch
+    from corrective_rag.runs.batch import run_batch
     from runs_helpers import slow_run
     try:
         run_batch(sys.argv[1], lambda q: slow_run(q, 0.02), out_path=sys.argv[2],

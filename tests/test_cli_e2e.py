@@ -3,7 +3,7 @@ import json
 import pytest
 import structlog
 
-from corrective_rag.cli import main
+from corrective_rag.cli.main import main
 
 DOCS = {
     "copying.txt": "The copy module: copy.deepcopy(x) builds a deep copy of a compound object, "

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from corrective_rag.codec import from_dict, to_dict
 from corrective_rag.errors import InputError
+from corrective_rag.runs.codec import from_dict, to_dict
 from corrective_rag.types import (
     Answer,
     CragAction,

@@ -1,4 +1,4 @@
-from corrective_rag.demo import DEMO_QUESTIONS, STDLIB_MODULES, stdlib_documents
+from corrective_rag.cli.demo import DEMO_QUESTIONS, STDLIB_MODULES, stdlib_documents
 
 
 def test_stdlib_corpus_has_hundreds_of_chunks_holding_the_demo_answers():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from corrective_rag.generate import LLMGenerator
+from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient, Retries
 from corrective_rag.testing.server import ScriptedLLMServer, default_reply

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrective_rag.errors import InputError
-from corrective_rag.history import (
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.runs.history import (
     HistoryStore,
     diff_iterations,
     diff_runs,
@@ -15,7 +16,6 @@ from corrective_rag.history import (
     result_from_json,
     result_to_json,
 )
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.testing.fakes import (
     ListRetriever,
     ScriptedEvaluator,

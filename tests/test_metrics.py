@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from benchmarks.metrics import ndcg_at_k, recall_at_k
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.metrics import ndcg_at_k, recall_at_k
 
 
 def test_ndcg_binary_hand_value() -> None:

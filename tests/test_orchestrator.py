@@ -5,10 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from corrective_rag.budget import Budget
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
 from corrective_rag.evaluate.policy import FilterPolicy
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.loop.budget import Budget
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.testing.fakes import (
     ListRetriever,
     ScriptedEvaluator,

@@ -1,5 +1,5 @@
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.fakes import ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.types import Document, StopReason

@@ -4,8 +4,8 @@ import pytest
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import get_policy
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.refine import recompose, refine, split_strips
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.loop.refine import recompose, refine, split_strips
 from corrective_rag.testing.fakes import (
     ListRetriever,
     ScriptedEvaluator,

@@ -1,6 +1,6 @@
 import itertools
 
-from corrective_rag.llm.tokens import TiktokenCounter
+from corrective_rag.models.tokens import TiktokenCounter
 
 
 def test_counts_offline():

@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from corrective_rag.evaluate.lexical import complement, names_phrase, phrase_form, title_phrase
 from corrective_rag.evaluate.local_features import LocalFeatures
 from corrective_rag.text import tokenize
+from corrective_rag.text.lexical import complement, names_phrase, phrase_form, title_phrase
 from corrective_rag.types import Document
 
 __all__ = ["link_features", "naming_cosine", "title_links"]
@@ -91,7 +91,7 @@ def _depth(probability: float) -> float:
 def naming_cosine(title: str, namer: LocalFeatures) -> float:
     """The best question cosine among ``namer``'s sentences naming ``title`` (0.0: none does).
 
-    ``title`` is a :func:`~corrective_rag.evaluate.lexical.title_phrase`; a namer whose mention
+    ``title`` is a :func:`~corrective_rag.text.lexical.title_phrase`; a namer whose mention
     straddles a sentence break, or lies past the compared sentences, counts 0.0.
     """
     return max(
@@ -108,7 +108,7 @@ def title_links(documents: Sequence[Document]) -> list[tuple[int, ...]]:
     """For each document, the indices of the other documents whose text names its title.
 
     The title is taken from ``metadata["title"]`` without its qualifier (see
-    :func:`~corrective_rag.evaluate.lexical.title_phrase`) and matched as whole words, case and
+    :func:`~corrective_rag.text.lexical.title_phrase`) and matched as whole words, case and
     HTML entities aside; documents without a title link to nothing.
     """
     forms = [phrase_form(d.text) for d in documents]

@@ -40,7 +40,12 @@ import numpy as np
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.evaluate.lexical import (
+from corrective_rag.evaluate.links import link_features
+from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
+from corrective_rag.inputs import check_query
+from corrective_rag.protocols import Embedder
+from corrective_rag.text import content_terms, tokenize
+from corrective_rag.text.lexical import (
     check_idf,
     coverage,
     names_phrase,
@@ -49,11 +54,6 @@ from corrective_rag.evaluate.lexical import (
     term_weights,
     title_phrase,
 )
-from corrective_rag.evaluate.links import link_features
-from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
-from corrective_rag.inputs import check_query
-from corrective_rag.protocols import Embedder
-from corrective_rag.text import content_terms, tokenize
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 
 __all__ = ["DEFAULT_WEIGHTS", "LocalEvaluator", "LocalFeatures", "LocalWeights"]
@@ -102,7 +102,7 @@ class LocalEvaluator:
 
     Args:
         embedder: anything with ``embed(texts) -> unit vectors``; ``None`` uses the default
-            offline :class:`~corrective_rag.store.embeddings.SentenceTransformerEmbedder`,
+            offline :class:`~corrective_rag.models.embeddings.SentenceTransformerEmbedder`,
             created lazily on first use.
         idf: optional ``term -> idf`` (for example the hybrid store's ``idf``) that weights the
             question's content terms; without it every term weighs the same.
@@ -149,7 +149,7 @@ class LocalEvaluator:
     def embedder(self) -> Embedder:
         """The embedder, creating the default one on first use."""
         if self._embedder is None:
-            from corrective_rag.store.embeddings import SentenceTransformerEmbedder
+            from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 
             self._embedder = SentenceTransformerEmbedder()
         return self._embedder

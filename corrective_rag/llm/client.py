@@ -385,7 +385,7 @@ class OpenAIChatClient:
     def _token_counter(self) -> TokenCounter:
         with self._lock:
             if self._counter is None:
-                from corrective_rag.llm.tokens import TiktokenCounter
+                from corrective_rag.models.tokens import TiktokenCounter
 
                 self._counter = TiktokenCounter(model=self.model)
             return self._counter

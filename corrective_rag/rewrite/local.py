@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.evaluate.lexical import (
+from corrective_rag.rewrite.guard import check_rewrite
+from corrective_rag.text import content_terms, tokenize
+from corrective_rag.text.lexical import (
     check_idf,
     coverage,
     name_phrases,
@@ -27,8 +29,6 @@ from corrective_rag.evaluate.lexical import (
     split_sentences,
     term_weights,
 )
-from corrective_rag.rewrite.guard import check_rewrite
-from corrective_rag.text import content_terms, tokenize
 from corrective_rag.types import Judged, Rewrite, RewriteRequest
 
 __all__ = ["LocalRewriter"]

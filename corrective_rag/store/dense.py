@@ -17,8 +17,8 @@ import numpy.typing as npt
 import structlog
 
 from corrective_rag.errors import InputError, StoreError
+from corrective_rag.models.embeddings import text_key
 from corrective_rag.protocols import Embedder
-from corrective_rag.store.embeddings import text_key
 from corrective_rag.types import Document
 
 __all__ = ["HASH_KEY", "RESERVED_PREFIX", "DenseIndex", "Record"]

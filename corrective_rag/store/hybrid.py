@@ -26,10 +26,10 @@ from corrective_rag.errors import (
     StoreError,
 )
 from corrective_rag.inputs import check_query
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
 from corrective_rag.store.dense import DenseIndex, Record
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import WriterLock, bm25_path, load_consistent, new_stamp, rebuild
 from corrective_rag.text import tokenize

@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.llm.tokens import TiktokenCounter
+from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.types import Document
 
 __all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP", "iter_documents", "load_documents"]

@@ -8,7 +8,15 @@ from dataclasses import replace
 import pytest
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.evaluate.lexical import (
+from corrective_rag.evaluate.links import naming_cosine, title_links
+from corrective_rag.evaluate.local import (
+    DEFAULT_WEIGHTS,
+    LocalEvaluator,
+    LocalFeatures,
+    LocalWeights,
+)
+from corrective_rag.evaluate.policy import Decision, decide, get_policy
+from corrective_rag.text.lexical import (
     complement,
     coverage,
     name_phrases,
@@ -18,14 +26,6 @@ from corrective_rag.evaluate.lexical import (
     term_weights,
     title_phrase,
 )
-from corrective_rag.evaluate.links import naming_cosine, title_links
-from corrective_rag.evaluate.local import (
-    DEFAULT_WEIGHTS,
-    LocalEvaluator,
-    LocalFeatures,
-    LocalWeights,
-)
-from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.types import Document, Relevance
 
 QUESTION = "Which volcano erupted in 1980 in Washington state?"

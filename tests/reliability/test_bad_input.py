@@ -32,8 +32,8 @@ from corrective_rag import (
     result_from_json,
     run_batch,
 )
-from corrective_rag.batch import Query
 from corrective_rag.errors import DuplicateIdError
+from corrective_rag.runs.batch import Query
 from corrective_rag.testing import (
     ListRetriever,
     ScriptedEvaluator,

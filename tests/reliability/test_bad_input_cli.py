@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from corrective_rag.cli import main
+from corrective_rag.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "corrective-rag: error: "

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from corrective_rag.batch import Query, run_batch
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.results import read_results
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.runs.batch import Query, run_batch
+from corrective_rag.runs.results import read_results
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.testing.server import Fault, ScriptedLLMServer

@@ -15,7 +15,7 @@ import pytest
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
-from corrective_rag.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.testing.server import Fault, ScriptedLLMServer

@@ -33,11 +33,11 @@ from corrective_rag import (
     Retries,
     run_batch,
 )
-from corrective_rag.app import Options
-from corrective_rag.batch import Query
+from corrective_rag.cli.wiring import Options
 from corrective_rag.errors import CorrectiveRAGError, LLMError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.llm import prompts
+from corrective_rag.runs.batch import Query
 from corrective_rag.testing import Fault, ListRetriever, ScriptedLLMServer
 from corrective_rag.testing.server import default_reply
 from corrective_rag.types import Document

@@ -17,8 +17,8 @@ from corrective_rag.errors import (
     StoreError,
     StoreLockedError,
 )
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Retriever
-from corrective_rag.store.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.fusion import RRFusion
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.persist import bm25_path

@@ -36,7 +36,7 @@ def _positive(text: str) -> int:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from corrective_rag.batch import parse_shard
+    from corrective_rag.runs.batch import parse_shard
 
     try:
         return parse_shard(text)
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse already printed its one-line usage error
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     configure_logging(args.verbose)
-    from corrective_rag import commands
+    from corrective_rag.cli import commands
 
     try:
         code: int = getattr(commands, args.handler)(args)

@@ -16,17 +16,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from corrective_rag.codec import from_dict, to_dict
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.runs.codec import from_dict, to_dict
 from corrective_rag.types import IterationRecord, RunResult, Verdict
 
 __all__ = [
     "HistoryStore",
     "diff_iterations",
     "diff_runs",
-    "record_fields",
     "render_table",
     "result_from_json",
     "result_to_json",
@@ -139,38 +137,6 @@ class HistoryStore:
     def for_question(self, question: str) -> builtins.list[RunResult]:
         """Stored runs of exactly ``question``, oldest first (for :func:`diff_runs`)."""
         return [r for r in self if r.question == question]
-
-
-def record_fields(record: IterationRecord) -> dict[str, Any]:
-    """An iteration record as flat, simple values: the ``iteration_finished`` log event's fields.
-
-    Ids and queries stay lists of strings; enums become their values; usage is the iteration's
-    total over phases.
-    """
-    usage = record.usage.total
-    rewrite = record.rewrite
-    return {
-        "iteration": record.index,
-        "query": record.query,
-        "searched": list(record.searched),
-        "retrieved": len(record.retrieved),
-        "retrieved_ids": [r.document_id for r in record.retrieved],
-        "skipped_ids": list(record.skipped_ids),
-        "judged": len(record.verdicts),
-        "kept_ids": list(record.kept_ids),
-        "dropped_ids": list(record.dropped_ids),
-        "ungraded_ids": list(record.ungraded_ids),
-        "action": record.action.value if record.action else None,
-        "fallback": record.fallback.value if record.fallback else None,
-        "rewrite": rewrite.query if rewrite else None,
-        "rewrite_rationale": rewrite.rationale if rewrite else None,
-        "rewrite_rejected": rewrite.rejected if rewrite else None,
-        "llm_calls": usage.llm_calls,
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "cost_usd": usage.cost_usd,
-        "seconds": record.seconds,
-    }
 
 
 # -- table ---------------------------------------------------------------------------------

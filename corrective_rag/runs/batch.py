@@ -1,7 +1,7 @@
 """Run many questions through the loop: concurrent, resumable, crash-safe, shardable.
 
 Input is JSONL, one query per line: ``{"id": "q1", "query": "..."}`` (BEIR's ``{"_id", "text"}``
-is accepted too). Output is the results JSONL of :mod:`corrective_rag.results`: one line per
+is accepted too). Output is the results JSONL of :mod:`corrective_rag.runs.results`: one line per
 query, appended, flushed and fsync'd by the single writer (the calling thread) as soon as the
 query finishes, so a crash or Ctrl-C loses no finished result. Rerunning with the same output
 file skips ids already done; a torn last line left by a killed process is cut off first.
@@ -35,14 +35,14 @@ import structlog
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_query
-from corrective_rag.jsonl import iter_jsonl
-from corrective_rag.results import (
+from corrective_rag.runs.jsonl import iter_jsonl
+from corrective_rag.runs.results import (
     error_line,
     ok_line,
     read_results,
     repair_torn_tail,
 )
-from corrective_rag.summary import BatchSummary, summarize
+from corrective_rag.runs.summary import BatchSummary, summarize
 from corrective_rag.types import RunResult
 
 __all__ = [

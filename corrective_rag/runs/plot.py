@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.results import ResultRecord, latest_records, read_results
+from corrective_rag.runs.results import ResultRecord, latest_records, read_results
 from corrective_rag.types import RunResult
 
 __all__ = ["plot", "plot_records"]

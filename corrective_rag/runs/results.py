@@ -9,7 +9,7 @@ Each line is one JSON object::
     {"id": "q2", "query": "...", "status": "error", "seconds": 0.4,
      "error": {"type": "LLMTransportError", "message": "..."}}
 
-``result`` is :func:`corrective_rag.codec.to_dict` of the :class:`RunResult`. A file may hold
+``result`` is :func:`corrective_rag.runs.codec.to_dict` of the :class:`RunResult`. A file may hold
 several lines for one id (an error, then the ok line of a rerun): the last line wins.
 """
 
@@ -23,9 +23,9 @@ from typing import Any
 
 import structlog
 
-from corrective_rag.codec import from_dict, to_dict
 from corrective_rag.errors import InputError
-from corrective_rag.jsonl import decode_line
+from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.runs.jsonl import decode_line
 from corrective_rag.types import RunResult
 
 __all__ = [

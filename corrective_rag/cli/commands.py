@@ -1,7 +1,7 @@
 """What each ``corrective-rag`` subcommand does, given its parsed arguments.
 
 Handlers return the exit code and print results to stdout; errors are raised as the package's
-own exceptions and turned into one line by :func:`corrective_rag.cli.main`.
+own exceptions and turned into one line by :func:`corrective_rag.cli.main.main`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _ADD_BATCH = 256  # documents per store write: one progress step, bounded memory
 
 
 def options(args: argparse.Namespace) -> Any:
-    from corrective_rag.app import Options
+    from corrective_rag.cli.wiring import Options
 
     model = args.model
     url = args.llm_url
@@ -108,7 +108,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     """Add documents to the store, with a progress bar."""
     from tqdm import tqdm
 
-    from corrective_rag.app import open_store
+    from corrective_rag.cli.wiring import open_store
 
     docs = _documents(args)
     store = open_store(options(args), create=True)
@@ -125,17 +125,17 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _table(result: Any) -> str:
-    from corrective_rag.report import render_run
+    from corrective_rag.runs.report import render_run
 
     return render_run(result)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one question and print its iteration table, kept documents and usage."""
-    from corrective_rag.app import check_reachable, open_store, orchestrator
-    from corrective_rag.codec import to_dict
+    from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator
     from corrective_rag.inputs import check_query
-    from corrective_rag.report import render_kept
+    from corrective_rag.runs.codec import to_dict
+    from corrective_rag.runs.report import render_kept
 
     # A bad question fails before the store and the embedding model load. A question typed as
     # bytes that are not UTF-8 reaches Python as lone surrogates and is refused here too.
@@ -158,8 +158,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
-    from corrective_rag.app import check_reachable, open_store, orchestrator, run_one
-    from corrective_rag.batch import read_queries, run_batch
+    from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator, run_one
+    from corrective_rag.runs.batch import read_queries, run_batch
 
     opts = options(args)
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
@@ -187,7 +187,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _records(path: str, *, latest: bool = True) -> list[Any]:
-    from corrective_rag.results import latest_records, read_results
+    from corrective_rag.runs.results import latest_records, read_results
 
     records = read_results(results_path(path))
     return latest_records(records) if latest else records
@@ -195,14 +195,14 @@ def _records(path: str, *, latest: bool = True) -> list[Any]:
 
 def cmd_history_list(args: argparse.Namespace) -> int:
     """One line per query of a results file."""
-    from corrective_rag.report import list_runs
+    from corrective_rag.runs.report import list_runs
 
     _out(list_runs(_records(args.results, latest=not args.all)))
     return 0
 
 
 def _ok_result(path: str, key: str) -> Any:
-    from corrective_rag.report import find_record
+    from corrective_rag.runs.report import find_record
 
     rec = find_record(_records(path), key)
     if rec.result is None:
@@ -214,8 +214,8 @@ def _ok_result(path: str, key: str) -> Any:
 
 def cmd_history_show(args: argparse.Namespace) -> int:
     """One run as a per-iteration table (or JSON)."""
-    from corrective_rag.codec import to_dict
-    from corrective_rag.report import render_kept
+    from corrective_rag.runs.codec import to_dict
+    from corrective_rag.runs.report import render_kept
 
     result = _ok_result(args.results, args.id)
     if args.json:
@@ -229,7 +229,7 @@ def cmd_history_show(args: argparse.Namespace) -> int:
 
 def cmd_history_diff(args: argparse.Namespace) -> int:
     """Two iterations of one run, or two runs (possibly from two files)."""
-    from corrective_rag.history import diff_iterations, diff_runs
+    from corrective_rag.runs.history import diff_iterations, diff_runs
 
     result = _ok_result(args.results, args.id)
     if args.iterations:
@@ -242,7 +242,7 @@ def cmd_history_diff(args: argparse.Namespace) -> int:
 
 def cmd_history_stats(args: argparse.Namespace) -> int:
     """The batch summary of a results file."""
-    from corrective_rag.summary import summarize
+    from corrective_rag.runs.summary import summarize
 
     summary = summarize(_records(args.results, latest=False))
     _out(dump_json(summary.to_dict()) if args.json else summary.render())
@@ -251,7 +251,7 @@ def cmd_history_stats(args: argparse.Namespace) -> int:
 
 def cmd_history_export(args: argparse.Namespace) -> int:
     """CSV with one row per iteration."""
-    from corrective_rag.report import export_csv
+    from corrective_rag.runs.report import export_csv
 
     rows = export_csv(_records(args.results), args.csv)
     _out(f"wrote {rows} rows to {args.csv}")
@@ -260,7 +260,7 @@ def cmd_history_export(args: argparse.Namespace) -> int:
 
 def cmd_history_plot(args: argparse.Namespace) -> int:
     """PNG figure of the batch."""
-    from corrective_rag.plot import plot
+    from corrective_rag.runs.plot import plot
 
     _out(f"wrote {plot(results_path(args.results), args.out)}")
     return 0
@@ -268,7 +268,7 @@ def cmd_history_plot(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Index stdlib documentation offline and run a few questions through the loop."""
-    from corrective_rag.demo import run_demo
+    from corrective_rag.cli.demo import run_demo
 
     run_demo(modules=args.modules, out=sys.stdout)
     return 0

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from corrective_rag.errors import InputError
-from corrective_rag.results import ResultRecord
+from corrective_rag.runs.results import ResultRecord
 from corrective_rag.types import RunResult, Usage
 
 __all__ = ["PHASES", "BatchSummary", "mean", "percentile", "summarize"]

@@ -92,7 +92,7 @@ def _components(opts: Options, store: Any, base_url: str | None) -> tuple[Any, A
 @contextlib.contextmanager
 def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
     """Build the corrective loop over ``store``; an embedded llama.cpp server lives as long."""
-    from corrective_rag.orchestrator import (
+    from corrective_rag.loop.orchestrator import (
         CorrectiveRAGOrchestrator,
     )
 

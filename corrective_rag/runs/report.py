@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import InputError
-from corrective_rag.results import ResultRecord
+from corrective_rag.runs.results import ResultRecord
 from corrective_rag.types import IterationRecord, RunResult
 
 __all__ = [
@@ -64,9 +64,9 @@ def _rewrite_cell(rec: IterationRecord) -> str:
 def render_run(result: RunResult) -> str:
     """The per-iteration table of one run, with the question and each rewrite in full.
 
-    The table itself is :func:`corrective_rag.history.render_table`.
+    The table itself is :func:`corrective_rag.runs.history.render_table`.
     """
-    from corrective_rag.history import render_table
+    from corrective_rag.runs.history import render_table
 
     rewrites = [
         f"  it {rec.index}: {_cut(_rewrite_cell(rec), 100)}"

@@ -18,15 +18,14 @@ from typing import Any
 
 import structlog
 
-from corrective_rag.budget import Budget, documents_per_call
 from corrective_rag.errors import ConfigError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
-from corrective_rag.history import record_fields
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_query
-from corrective_rag.multiquery import search_queries
+from corrective_rag.loop.budget import Budget, documents_per_call
+from corrective_rag.loop.multiquery import search_queries
+from corrective_rag.loop.refine import recompose, refine
+from corrective_rag.loop.stopping import enough_relevant
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
-from corrective_rag.refine import recompose, refine
-from corrective_rag.stopping import enough_relevant
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -45,6 +44,7 @@ from corrective_rag.types import (
     Strip,
     Usage,
     Verdict,
+    record_fields,
 )
 
 __all__ = ["ABSTAIN_TEXT", "MAX_QUERY_BYTES", "CorrectiveRAGOrchestrator"]
@@ -125,7 +125,7 @@ class CorrectiveRAGOrchestrator:
         max_iterations: iteration cap (1..100).
         top_k: new documents judged per iteration and source (1..1000).
         min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``
-            (see :func:`~corrective_rag.stopping.enough_relevant` for when they count).
+            (see :func:`~corrective_rag.loop.stopping.enough_relevant` for when they count).
         budget: limits on LLM calls, tokens, cost and seconds; ``None``: unlimited.
         refine: decompose kept documents into strips and keep the relevant ones (CRAG).
         strip_sentences: sentences per strip when refining.
