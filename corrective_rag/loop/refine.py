@@ -7,20 +7,16 @@ strips the filter policy keeps are recomposed, in document order, for the genera
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide
 from corrective_rag.protocols import Evaluator
+from corrective_rag.text.lexical import sentence_spans
 from corrective_rag.types import Document, Strip, Usage, Verdict
 
 __all__ = ["Refinement", "recompose", "refine", "split_strips"]
-
-# A sentence ends at . ! ? (optionally closed by quotes or brackets) followed by whitespace, or at
-# a blank line. Deliberately simple: strips only need to be small, not linguistically exact.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,29 +28,11 @@ class Refinement:
     usage: Usage
 
 
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
-    spans = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        spans.append((start, match.start()))
-        start = match.end()
-    spans.append((start, len(text)))
-    out = []
-    for span_start, span_end in spans:
-        # trim surrounding whitespace so that offsets point at the strip's own characters
-        piece = text[span_start:span_end]
-        s = span_start + len(piece) - len(piece.lstrip())
-        e = span_end - (len(piece) - len(piece.rstrip()))
-        if e > s:
-            out.append((s, e))
-    return out
-
-
 def split_strips(document: Document, *, sentences: int = 1) -> list[tuple[int, int]]:
     """Split a document into ``(start, end)`` character spans of ``sentences`` sentences each."""
     if isinstance(sentences, bool) or not isinstance(sentences, int) or sentences < 1:
         raise ConfigError(f"sentences per strip must be an int >= 1, got {sentences!r}")
-    spans = _sentence_spans(document.text)
+    spans = sentence_spans(document.text)
     return [
         (spans[i][0], spans[min(i + sentences, len(spans)) - 1][1])
         for i in range(0, len(spans), sentences)

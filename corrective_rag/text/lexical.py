@@ -21,15 +21,17 @@ __all__ = [
     "name_phrases",
     "names_phrase",
     "phrase_form",
+    "sentence_spans",
     "split_sentences",
     "term_weights",
     "title_phrase",
 ]
 
-# A sentence ends at . ! or ? followed by space and an upper-case letter, digit or quote; this
-# keeps "U.S. Navy" and "3.5 m" mostly whole, which is all the sentence features need.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
-_MIN_SENTENCE_CHARS = 20  # shorter fragments ("Fig. 3.") carry no evidence of their own
+# A sentence ends at . ! or ? (optionally closed by quotes or brackets) followed by space and an
+# upper-case letter, digit, quote or bracket, or at a blank line; this keeps "U.S. Navy",
+# "e.g. this" and "3.5 m" mostly whole, which is all sentence features and refinement strips need.
+_SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[A-Z0-9])|\n\s*\n")
+MIN_SENTENCE_CHARS = 20  # shorter fragments ("Fig. 3.") carry no evidence of their own
 # A part ending in a short capitalised word or an initial ("St.", "Dr.", "J.", "U.S.") was most
 # likely cut at an abbreviation, not at the end of a sentence.
 _ABBREVIATION_END = re.compile(r"(?:\b[A-Z][a-z]{0,2}|(?:[A-Z]\.)+[A-Z])\.$")
@@ -46,18 +48,39 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _WORD_OR_PUNCT = re.compile(r"[\w'&.-]+|[^\w\s]", re.UNICODE)
 
 
+def sentence_spans(text: str, *, min_chars: int = 0) -> list[tuple[int, int]]:
+    """Split ``text`` into sentences as ``(start, end)`` character offsets, whitespace trimmed.
+
+    A sentence cut at an abbreviation ("St.", "U.S.") or shorter than ``min_chars`` is joined
+    with the one after it, so ``text[start:end]`` may span several boundaries.
+    """
+    raw: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        # closing quotes and brackets stay with the sentence they close
+        raw.append((start, match.start() + len(match.group(1) or "")))
+        start = match.end()
+    raw.append((start, len(text)))
+    spans: list[tuple[int, int]] = []
+    for span_start, span_end in raw:
+        piece = text[span_start:span_end]
+        s = span_start + len(piece) - len(piece.lstrip())
+        e = span_end - (len(piece) - len(piece.rstrip()))
+        if e <= s:
+            continue
+        if spans:
+            last = text[spans[-1][0] : spans[-1][1]]
+            if len(last) < min_chars or _ABBREVIATION_END.search(last):
+                spans[-1] = (spans[-1][0], e)
+                continue
+        spans.append((s, e))
+    return spans
+
+
 def split_sentences(text: str, *, limit: int = 20) -> list[str]:
     """Split ``text`` into at most ``limit`` sentences, merging fragments that are too short."""
-    parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
-    merged: list[str] = []
-    for part in parts:
-        if merged and (
-            len(merged[-1]) < _MIN_SENTENCE_CHARS or _ABBREVIATION_END.search(merged[-1])
-        ):
-            merged[-1] = f"{merged[-1]} {part}"
-        else:
-            merged.append(part)
-    return merged[:limit]
+    spans = sentence_spans(text, min_chars=MIN_SENTENCE_CHARS)
+    return [text[s:e] for s, e in spans[:limit]]
 
 
 def check_idf(idf: object) -> Callable[[str], float] | None:
