@@ -124,8 +124,9 @@ def test_table_has_one_row_per_iteration() -> None:
     lines = render_table(result).splitlines()
     assert 2 + result.iterations + 1 == len(lines)
     assert lines[0].split()[:3] == ["it", "query", "new"]
-    assert "scripted rewrite 1" in lines[2]
-    assert "none" in lines[-2]
+    assert "scripted rewrite 1" in render_table(result, width=200).splitlines()[2]
+    column = lines[0].index("rewrite")
+    assert "- " == lines[-2][column : column + 2]  # the last iteration has no rewrite
     assert lines[-1].startswith(f"stop: {result.stop_reason.value}")
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.runs.cells import NONE, cut, rewrite_cell
 from corrective_rag.runs.codec import from_dict, to_dict
-from corrective_rag.types import IterationRecord, RunResult, Verdict
+from corrective_rag.types import RunResult, Verdict
 
 __all__ = [
     "HistoryStore",
@@ -144,37 +145,24 @@ class HistoryStore:
 _COLUMNS = ("it", "query", "new", "kept", "drop", "ungr", "action", "rewrite", "calls/tokens", "s")
 
 
-def _cut(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _rewrite_cell(record: IterationRecord) -> str:
-    if record.rewrite is None:
-        return "none"
-    if record.rewrite.query is None:
-        return f"rejected: {record.rewrite.rejected}"
-    return record.rewrite.rationale or record.rewrite.query
-
-
 def render_table(result: RunResult, *, width: int = 40) -> str:
     """One row per iteration: query, new/kept/dropped/ungraded counts, action, rewrite, usage."""
     rows = [list(_COLUMNS)]
     for rec in result.history:
         usage = rec.usage.total
-        action = rec.action.value if rec.action else "-"
+        action = rec.action.value if rec.action else NONE
         if rec.fallback:
             action += f"+{rec.fallback.value}"
         rows.append(
             [
                 str(rec.index),
-                _cut(rec.query, width),
+                cut(rec.query, width),
                 str(len(rec.verdicts)),
                 str(len(rec.kept_ids)),
                 str(len(rec.dropped_ids)),
                 str(len(rec.ungraded_ids)),
                 action,
-                _cut(_rewrite_cell(rec), width),
+                cut(rewrite_cell(rec), width),
                 f"{usage.llm_calls}/{usage.total_tokens}",
                 f"{rec.seconds:.2f}",
             ]

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import InputError
+from corrective_rag.runs.cells import NONE, cut, rewrite_cell
 from corrective_rag.runs.results import ResultRecord
-from corrective_rag.types import IterationRecord, RunResult
+from corrective_rag.types import RunResult
 
 __all__ = [
     "CSV_FIELDS",
@@ -26,11 +27,6 @@ __all__ = [
     "render_kept",
     "render_run",
 ]
-
-
-def _cut(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -53,14 +49,6 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
-def _rewrite_cell(rec: IterationRecord) -> str:
-    if rec.rewrite is None:
-        return "-"
-    if rec.rewrite.query is None:
-        return f"rejected: {rec.rewrite.rejected or 'no query'}"
-    return f"-> {rec.rewrite.query}"
-
-
 def render_run(result: RunResult) -> str:
     """The per-iteration table of one run, with the question and each rewrite in full.
 
@@ -69,7 +57,7 @@ def render_run(result: RunResult) -> str:
     from corrective_rag.runs.history import render_table
 
     rewrites = [
-        f"  it {rec.index}: {_cut(_rewrite_cell(rec), 100)}"
+        f"  it {rec.index}: {cut(rewrite_cell(rec), 100)}"
         for rec in result.history
         if rec.rewrite is not None
     ]
@@ -88,8 +76,8 @@ def render_kept(result: RunResult, *, text_width: int = 90) -> str:
             k.document.id,
             k.iteration,
             k.rank,
-            f"{k.verdict.score:.2f}" if k.verdict.score is not None else "-",
-            _cut(k.document.text, text_width),
+            f"{k.verdict.score:.2f}" if k.verdict.score is not None else NONE,
+            cut(k.document.text, text_width),
         ]
         for k in result.kept
     ]
@@ -111,20 +99,20 @@ def list_runs(records: Sequence[ResultRecord], *, query_width: int = 50) -> str:
                     len(res.kept),
                     end,
                     f"{rec.seconds:.2f}",
-                    _cut(rec.query, query_width),
+                    cut(rec.query, query_width),
                 ]
             )
         else:
-            end = f"{rec.error.get('type', '')}: {_cut(rec.error.get('message', ''), 40)}"
+            end = f"{rec.error.get('type', '')}: {cut(rec.error.get('message', ''), 40)}"
             rows.append(
                 [
                     rec.id,
                     rec.status,
-                    "-",
-                    "-",
+                    NONE,
+                    NONE,
                     end,
                     f"{rec.seconds:.2f}",
-                    _cut(rec.query, query_width),
+                    cut(rec.query, query_width),
                 ]
             )
     return format_table(["id", "status", "iters", "kept", "stop / error", "secs", "query"], rows)
