@@ -29,8 +29,9 @@ from scipy.optimize import minimize
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.beir_data import load_collection
-from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
+from benchmarks.beir import load_collection
+from benchmarks.cache import DiskCachedEmbedder, default_cache_path
+from benchmarks.retrievers import build_retriever
 from corrective_rag.evaluate.links import naming_cosine, title_links
 from corrective_rag.evaluate.local import (
     DEFAULT_WEIGHTS,
@@ -113,7 +114,7 @@ def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None, judged
         ends = [sum(len(b) for b in batches[: n + 1]) for n, b in enumerate(batches) for _ in b]
         offset = len(rows)
         rows.extend(_direct(f) for f in features)
-        labels.extend(d.id in collection.qrels[qid] for d in documents)
+        labels.extend(d.id in collection.relevant(qid) for d in documents)
         groups.extend([number] * len(documents))
         row_ends.extend(offset + end for end in ends)
         # a document is linked only from its own batch or earlier ones, as the evaluator links
@@ -275,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
+    model = SentenceTransformerEmbedder()
+    embedder = DiskCachedEmbedder(model, default_cache_path(model))
     datasets = []
     for folder in args.data:
         datasets.append(collect(folder, embedder, args.limit, args.judged))

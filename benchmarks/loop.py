@@ -32,8 +32,9 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.beir_data import Collection, load_collection
-from benchmarks.retrievers import DiskCachedEmbedder, build_retriever
+from benchmarks.beir import Collection, load_collection
+from benchmarks.cache import DiskCachedEmbedder, default_cache_path
+from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
@@ -45,7 +46,7 @@ class OracleEvaluator:
     """Verdicts read from the qrels: relevant iff the document is a qrel of the question."""
 
     def __init__(self, collection: Collection) -> None:
-        self.by_text = {text: collection.qrels[qid] for qid, text in collection.queries.items()}
+        self.by_text = {text: collection.relevant(qid) for qid, text in collection.queries.items()}
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """One certain verdict per document."""
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the loop benchmark needs the orchestrator (branch loop): {exc}") from exc
 
     collection = load_collection(args.data)
-    embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
+    model = SentenceTransformerEmbedder()
+    embedder = DiskCachedEmbedder(model, default_cache_path(model))
     retriever = build_retriever(collection, embedder)
     evaluator, _ = components(args, collection, retriever)
     # the loop gets its own evaluator: the local one remembers what it judged for a question,
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     judged_pairs: list[tuple[bool, bool]] = []
     queries = list(collection.queries.items())[: args.limit]
     for qid, question in queries:
-        truth = collection.qrels[qid]
+        truth = collection.relevant(qid)
         started = time.perf_counter()
         hits = retriever.retrieve(question, top_k=args.k * args.iterations)
         evaluation = evaluator.evaluate(question, [h.document for h in hits])

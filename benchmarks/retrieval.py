@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.beir import load_beir
+from benchmarks.beir import load_collection
 from benchmarks.cache import DiskCachedEmbedder
 from benchmarks.metrics import ndcg_at_k, recall_at_k
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.torch_threads)
 
-    data = load_beir(args.data_dir)
-    queries = data.judged_queries()
+    data = load_collection(args.data_dir)
+    queries = data.queries
     fusion = (
         ConvexFusion(args.alpha)
         if args.fusion == "convex"
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         embedder=embedder, fusion=fusion, candidates=args.candidates
     ) as store:
         started = time.perf_counter()
-        for i in range(0, len(data.corpus), ADD_BATCH):
-            store.add(data.corpus[i : i + ADD_BATCH])
+        for i in range(0, len(data.documents), ADD_BATCH):
+            store.add(data.documents[i : i + ADD_BATCH])
         store.idf("warm")  # BM25 builds lazily: count the build as indexing
         index_seconds = time.perf_counter() - started
         embedder.save()
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     result = {
         "collection": data.name,
-        "documents": len(data.corpus),
+        "documents": len(data.documents),
         "queries": len(queries),
         "index_seconds": round(index_seconds, 2),
         "documents_embedded": embedder.texts_embedded,
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     print(
-        f"{data.name}: {len(data.corpus)} docs, {len(queries)} queries, index {index_seconds:.1f} s"
+        f"{data.name}: {len(data.documents)} docs, {len(queries)} queries, "
+        f"index {index_seconds:.1f} s"
     )
     for name, run in runs.items():
         print(

@@ -1,0 +1,51 @@
+"""The benchmarks' shared parts: the one BEIR loader and the one disk-cached embedder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.beir import load_collection
+from benchmarks.cache import DiskCachedEmbedder
+from corrective_rag.store.loaders import load_documents
+
+
+def _beir(root: Path) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    corpus = [
+        {"_id": "d1", "title": "Ganymede", "text": "The largest moon of Jupiter."},
+        {"_id": "d2", "title": "Titan", "text": "The largest moon of Saturn."},
+        {"_id": "d3", "title": "", "text": ""},
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(map(json.dumps, corpus)) + "\n")
+    queries = [{"_id": "q1", "text": "largest moon?"}, {"_id": "q2", "text": "unjudged?"}]
+    (root / "queries.jsonl").write_text("\n".join(map(json.dumps, queries)) + "\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n")
+    return root
+
+
+def test_collection_reads_documents_as_the_package_loader_does(tmp_path):
+    """Benchmark documents are the CLI's documents; only queries with a positive qrel remain."""
+    folder = _beir(tmp_path / "moons")
+    collection = load_collection(str(folder))
+    expected = load_documents(folder / "corpus.jsonl", chunk_tokens=None, skip_empty=True)
+    assert tuple(expected) == collection.documents
+    assert "Ganymede\nThe largest moon of Jupiter." == collection.documents[0].text
+    assert {"q1": "largest moon?"} == collection.queries
+    assert {"q1": {"d1": 2, "d2": 0}} == collection.qrels
+    assert frozenset({"d1"}) == collection.relevant("q1")
+
+
+def test_disk_cache_answers_a_rerun_without_the_model(tmp_path, embedder):
+    """A second embedder over the same file returns the saved vectors and embeds nothing."""
+    path = tmp_path / "vectors.npz"
+    first = DiskCachedEmbedder(embedder, path)
+    vectors = first.embed(["a moon", "a planet", "a moon"])
+    assert 2 == first.texts_embedded
+    first.save()
+    second = DiskCachedEmbedder(embedder, path)
+    assert np.array_equal(vectors, second.embed(["a moon", "a planet", "a moon"]))
+    assert 0 == second.texts_embedded
+    assert (0, embedder.dimension) == second.embed([]).shape
