@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.errors import InputError
+from corrective_rag.inputs import check_int
 
 __all__ = ["dcg", "ndcg_at_k", "recall_at_k"]
 
 
 def _check(qrels: Mapping[str, float], k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"k must be a positive int, got {k!r}")
+    check_int(k, "k", minimum=1)
     if not any(grade > 0 for grade in qrels.values()):
         raise InputError("qrels hold no relevant document (no grade > 0)")
 

@@ -1,4 +1,4 @@
-r"""Checks shared by every entry point that takes user text: queries, ids and document text.
+r"""Checks shared by every entry point: user text (queries, ids, documents) and integer settings.
 
 Python strings can hold what no file, HTTP body or database can store: lone surrogates (from
 ``json.loads('"\\ud800"')`` or from command-line bytes that were not UTF-8, which Python decodes
@@ -8,9 +8,11 @@ results writer, so it is refused where it enters, with an :class:`InputError` na
 
 from __future__ import annotations
 
-from corrective_rag.errors import InputError
+from typing import Literal, TypeGuard, overload
 
-__all__ = ["MAX_QUERY_BYTES", "check_query", "surrogate_at"]
+from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError
+
+__all__ = ["MAX_QUERY_BYTES", "check_int", "check_query", "is_int", "is_number", "surrogate_at"]
 
 MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
 
@@ -44,4 +46,78 @@ def check_query(value: object, *, what: str = "question", max_bytes: int = MAX_Q
         )
     if len(value.encode("utf-8")) > max_bytes:
         raise InputError(f"{what} longer than {max_bytes} bytes")
+    return value
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    """True for an ``int`` that is not a ``bool`` (``True`` is an int to Python, not to us)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """True for an ``int`` or ``float`` that is not a ``bool`` (NaN and infinities included)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@overload
+def check_int(
+    value: object,
+    name: str,
+    *,
+    minimum: int | None = ...,
+    maximum: int | None = ...,
+    optional: Literal[False] = ...,
+    error: type[CorrectiveRAGError] = ...,
+) -> int: ...
+@overload
+def check_int(
+    value: object,
+    name: str,
+    *,
+    minimum: int | None = ...,
+    maximum: int | None = ...,
+    optional: Literal[True],
+    error: type[CorrectiveRAGError] = ...,
+) -> int | None: ...
+def check_int(
+    value: object,
+    name: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    optional: bool = False,
+    error: type[CorrectiveRAGError] = ConfigError,
+) -> int | None:
+    """Return ``value`` if it is an int (not a bool) within the bounds, else raise ``error``.
+
+    Args:
+        value: what the caller was given.
+        name: how the message names it ("top_k", "budget max_llm_calls").
+        minimum: the smallest value allowed, if any.
+        maximum: the largest value allowed, if any.
+        optional: ``None`` is allowed too (and returned).
+        error: the exception raised: :class:`ConfigError` for settings (the default),
+            :class:`InputError` for data read from a file.
+
+    Raises:
+        CorrectiveRAGError: ``error``, with a message like "top_k must be an int in 1..1000, got 0".
+    """
+    if optional and value is None:
+        return None
+    if (
+        not is_int(value)
+        or (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
+    ):
+        if minimum is not None and maximum is not None:
+            wanted = f"an int in {minimum}..{maximum}"
+        elif minimum is not None:
+            wanted = f"an int >= {minimum}"
+        elif maximum is not None:
+            wanted = f"an int <= {maximum}"
+        else:
+            wanted = "an int"
+        if optional:
+            wanted += " or None"
+        raise error(f"{name} must be {wanted}, got {value!r}")
     return value

@@ -28,7 +28,7 @@ from corrective_rag.errors import (
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
 from corrective_rag.evaluate.normalise import normalise_verdict
-from corrective_rag.inputs import check_query
+from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.models.tokens import TiktokenCounter
@@ -85,8 +85,7 @@ class LLMEvaluator:
             ("max_doc_tokens", max_doc_tokens),
             ("max_workers", max_workers),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+            check_int(value, name, minimum=1)
         self.chat = chat
         self.batch_size = batch_size
         self.max_doc_tokens = max_doc_tokens

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.inputs import check_int, is_number
 from corrective_rag.types import CragAction, Verdict
 
 __all__ = [
@@ -41,7 +42,7 @@ class Decision(str, enum.Enum):
 
 
 def _check_unit(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+    if not is_number(value) or math.isnan(value):
         raise ConfigError(f"{name} must be a number in 0..1, got {value!r}")
     if not 0.0 <= value <= 1.0:
         raise ConfigError(f"{name} must be in 0..1, got {value}")
@@ -96,14 +97,7 @@ class FilterPolicy:
             raise ConfigError(
                 f"policy incorrect_below {self.incorrect_below} above correct_at {self.correct_at}"
             )
-        if (
-            isinstance(self.min_relevant, bool)
-            or not isinstance(self.min_relevant, int)
-            or not 1 <= self.min_relevant <= 1000
-        ):
-            raise ConfigError(
-                f"policy min_relevant must be an int in 1..1000, got {self.min_relevant!r}"
-            )
+        check_int(self.min_relevant, "policy min_relevant", minimum=1, maximum=1000)
 
     def to_dict(self) -> dict[str, Any]:
         """The policy as a flat JSON-ready dict (what ``RunResult.policy`` records)."""

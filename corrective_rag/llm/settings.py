@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.inputs import check_int, is_number
 
 __all__ = ["Pricing", "Retries", "Timeouts", "finite", "parse_retry_after"]
 
 
 def finite(value: object) -> bool:
     """A real number (not a bool, not NaN or infinite)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +46,7 @@ class Retries:
     retry_after_max: float = 60.0  # a server asking for longer is waited for this long only
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.max_retries, bool)
-            or not isinstance(self.max_retries, int)
-            or self.max_retries < 0
-        ):
-            raise ConfigError(f"retries.max_retries must be an int >= 0, got {self.max_retries!r}")
+        check_int(self.max_retries, "retries.max_retries", minimum=0)
         for name in ("backoff_base", "backoff_max", "retry_after_max"):
             value = getattr(self, name)
             if not finite(value) or value < 0:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.inputs import check_int, is_int, is_number
 from corrective_rag.types import Usage
 
 __all__ = ["Budget", "documents_per_call"]
@@ -20,8 +21,7 @@ __all__ = ["Budget", "documents_per_call"]
 def _check_limit(name: str, value: object, *, integral: bool) -> None:
     if value is None:
         return
-    kinds: tuple[type, ...] = (int,) if integral else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
+    if not (is_int(value) if integral else is_number(value)):
         kind = "an int" if integral else "a number"
         raise ConfigError(f"budget {name} must be {kind} or None, got {value!r}")
     number = float(value)  # type: ignore[arg-type]  # checked numeric just above
@@ -93,6 +93,4 @@ def documents_per_call(evaluator: Any) -> int | None:
     per_call = getattr(evaluator, "documents_per_call", 1)
     if per_call is None:
         return None
-    if isinstance(per_call, bool) or not isinstance(per_call, int) or per_call < 1:
-        raise ConfigError(f"evaluator.documents_per_call must be an int >= 1 or None: {per_call!r}")
-    return per_call
+    return check_int(per_call, "evaluator.documents_per_call", minimum=1, optional=True)

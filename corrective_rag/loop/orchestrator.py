@@ -20,7 +20,7 @@ import structlog
 
 from corrective_rag.errors import ConfigError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
-from corrective_rag.inputs import MAX_QUERY_BYTES, check_query
+from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
@@ -57,9 +57,7 @@ ABSTAIN_TEXT = "No relevant documents were found, so no answer is given."
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{name} must be an int in {low}..{high}, got {value!r}")
-    return value
+    return check_int(value, name, minimum=low, maximum=high)
 
 
 def _check_question(question: object) -> str:

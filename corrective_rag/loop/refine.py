@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide
+from corrective_rag.inputs import check_int
 from corrective_rag.protocols import Evaluator
 from corrective_rag.text.lexical import sentence_spans
 from corrective_rag.types import Document, Strip, Usage, Verdict
@@ -30,8 +30,7 @@ class Refinement:
 
 def split_strips(document: Document, *, sentences: int = 1) -> list[tuple[int, int]]:
     """Split a document into ``(start, end)`` character spans of ``sentences`` sentences each."""
-    if isinstance(sentences, bool) or not isinstance(sentences, int) or sentences < 1:
-        raise ConfigError(f"sentences per strip must be an int >= 1, got {sentences!r}")
+    check_int(sentences, "sentences per strip", minimum=1)
     spans = sentence_spans(document.text)
     return [
         (spans[i][0], spans[min(i + sentences, len(spans)) - 1][1])

@@ -34,7 +34,7 @@ from typing import IO, Any, TypeAlias
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import check_query
+from corrective_rag.inputs import check_int, check_query, is_int
 from corrective_rag.runs.jsonl import iter_jsonl
 from corrective_rag.runs.results import (
     error_line,
@@ -112,7 +112,7 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object")
         qid = _pick(obj, "id", "_id")
-        if isinstance(qid, int) and not isinstance(qid, bool):
+        if is_int(qid):
             qid = str(qid)
         if not isinstance(qid, str) or not qid.strip():
             raise InputError(f"{where}: missing or empty 'id'")
@@ -146,11 +146,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _check_shard(shard: tuple[int, int]) -> None:
-    if (
-        not isinstance(shard, tuple)
-        or len(shard) != 2
-        or not all(isinstance(x, int) and not isinstance(x, bool) for x in shard)
-    ):
+    if not isinstance(shard, tuple) or len(shard) != 2 or not all(is_int(x) for x in shard):
         raise ConfigError(f"shard must be a tuple (i, n) of two ints, got {shard!r}")
     i, n = shard
     if n < 1 or not 0 <= i < n:
@@ -300,8 +296,7 @@ def run_batch(
     """
     if (run_one is None) == (runner_factory is None):
         raise ConfigError("give exactly one of run_one and runner_factory")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    check_int(concurrency, "concurrency", minimum=1)
     if shard is not None:
         _check_shard(shard)
     items: list[Any] = []

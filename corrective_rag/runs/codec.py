@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
 from corrective_rag.errors import InputError
+from corrective_rag.inputs import is_int, is_number
 
 __all__ = ["from_dict", "to_dict"]
 
@@ -80,11 +81,11 @@ def _convert(tp: Any, data: Any, where: str) -> Any:
         except ValueError as exc:
             raise InputError(f"{where}: {data!r} is not a valid {tp.__name__}") from exc
     if tp is float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
+        if not is_number(data):
             raise InputError(f"{where}: expected a number, got {data!r}")
         return float(data)
     if tp is int:
-        if isinstance(data, bool) or not isinstance(data, int):
+        if not is_int(data):
             raise InputError(f"{where}: expected an integer, got {data!r}")
         return data
     if tp in (str, bool):

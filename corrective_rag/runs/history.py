@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.inputs import check_int
 from corrective_rag.runs.cells import NONE, cut, rewrite_cell
 from corrective_rag.runs.codec import from_dict, to_dict
 from corrective_rag.types import RunResult, Verdict
@@ -193,8 +194,7 @@ class _Snapshot:
 
 
 def _iteration_snapshot(result: RunResult, index: int) -> _Snapshot:
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise InputError(f"iteration must be an int, got {index!r}")
+    check_int(index, "iteration", error=InputError)
     if not 1 <= index <= len(result.history):
         raise InputError(f"iteration {index} not in 1..{len(result.history)}")
     upto = result.history[:index]

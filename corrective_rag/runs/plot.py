@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.inputs import is_int
 from corrective_rag.runs.results import ResultRecord, latest_records, read_results
 from corrective_rag.types import RunResult
 
@@ -113,7 +114,7 @@ def _kept_panel(ax: Any, results: Sequence[RunResult], xs: Sequence[int]) -> Non
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     targets = {r.policy.get("min_relevant") for r in results}
     target = targets.pop() if len(targets) == 1 else None
-    if isinstance(target, int) and not isinstance(target, bool):
+    if is_int(target):
         ax.axhline(
             target, color="#333333", linestyle="--", linewidth=1, label=f"min_relevant = {target}"
         )

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import InputError
+from corrective_rag.inputs import is_number
 from corrective_rag.runs.codec import from_dict, to_dict
 from corrective_rag.runs.jsonl import decode_line
 from corrective_rag.types import RunResult
@@ -147,7 +148,7 @@ def _decode(obj: Any, lineno: int, where: str) -> ResultRecord:
     if status not in (STATUS_OK, STATUS_ERROR):
         raise InputError(f"{where}: line {lineno}: 'status' must be 'ok' or 'error'")
     seconds = obj.get("seconds", 0.0)
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+    if not is_number(seconds):
         raise InputError(f"{where}: line {lineno}: 'seconds' must be a number")
     if status == STATUS_OK:
         result = from_dict(RunResult, obj.get("result"), where=f"{where}: line {lineno}: result")

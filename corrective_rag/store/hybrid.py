@@ -25,7 +25,7 @@ from corrective_rag.errors import (
     StoreConsistencyError,
     StoreError,
 )
-from corrective_rag.inputs import check_query
+from corrective_rag.inputs import check_int, check_query
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
@@ -105,8 +105,7 @@ class HybridStore:
     ) -> None:
         if not isinstance(collection, str) or not 3 <= len(collection) <= 512:
             raise ConfigError(f"collection name must have 3-512 characters, got {collection!r}")
-        if isinstance(candidates, bool) or not isinstance(candidates, int):
-            raise ConfigError(f"candidates must be an int, got {candidates!r}")
+        check_int(candidates, "candidates")
         if not 1 <= candidates <= MAX_TOP_K:
             raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
         if fusion is not None and not callable(getattr(fusion, "fuse", None)):
@@ -199,8 +198,7 @@ class HybridStore:
 
         if not isinstance(host, str) or not host:
             raise ConfigError(f"host must be a non-empty string, got {host!r}")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise ConfigError(f"port must be in 1..65535, got {port!r}")
+        check_int(port, "port", minimum=1, maximum=65535)
         try:
             client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
         except Exception as exc:
@@ -292,8 +290,7 @@ class HybridStore:
     @staticmethod
     def _check_query(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:
         check_query(query, what="query")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-            raise ConfigError(f"top_k must be an int in 1..{MAX_TOP_K}, got {top_k!r}")
+        check_int(top_k, "top_k", minimum=1, maximum=MAX_TOP_K)
         if where is not None and (not isinstance(where, Mapping) or not where):
             raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
 

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.inputs import check_int, is_int
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.types import Document
 
@@ -108,7 +109,7 @@ def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     doc_id = obj.get("_id", obj.get("id"))
-    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+    if is_int(doc_id):
         doc_id = str(doc_id)
     if not isinstance(doc_id, str) or not doc_id.strip():
         raise InputError(f"{where}: needs a non-empty string 'id' (or BEIR '_id')")
@@ -158,10 +159,8 @@ def iter_documents(
         ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
     """
     if chunk_tokens is not None:
-        if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
-            raise ConfigError(f"chunk_tokens must be a positive int or None, got {chunk_tokens!r}")
-        if isinstance(overlap, bool) or not isinstance(overlap, int):
-            raise ConfigError(f"overlap must be an int, got {overlap!r}")
+        check_int(chunk_tokens, "chunk_tokens", minimum=1, optional=True)
+        check_int(overlap, "overlap")
         if not 0 <= overlap < chunk_tokens:
             raise ConfigError(f"overlap must be in 0..{chunk_tokens - 1}, got {overlap}")
         counter = counter or TiktokenCounter()
