@@ -13,30 +13,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from corrective_rag.errors import InputError
+import numpy as np
+
 from corrective_rag.runs.results import ResultRecord
 from corrective_rag.types import RunResult, Usage
 
-__all__ = ["PHASES", "BatchSummary", "mean", "percentile", "summarize"]
+__all__ = ["PHASES", "BatchSummary", "mean", "summarize"]
 
 PHASES = ("grading", "rewriting", "generation", "refinement")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) with linear interpolation between closest ranks.
-
-    This is numpy's default ("linear") method: position ``(n - 1) * q / 100`` in the sorted
-    values. Returns NaN for an empty sequence.
-    """
-    if not 0.0 <= q <= 100.0:
-        raise InputError(f"percentile q must be in 0..100, got {q}")
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def mean(values: Sequence[float]) -> float:
@@ -216,6 +200,8 @@ def summarize(
             usage[p] = usage[p] + getattr(res.usage, p)
     n = len(oks)
     latencies = [r.seconds for r in present if r.ok]
+    # numpy's default (linear interpolation) percentiles; NaN when no run succeeded
+    p50, p95 = np.percentile(latencies, [50, 95]).tolist() if latencies else (math.nan, math.nan)
     return BatchSummary(
         queries=len(wanted),
         ok=n,
@@ -227,8 +213,8 @@ def summarize(
         rewrite_rate=sum(rewrote(res) for res in oks) / n if n else math.nan,
         fallback_rate=sum(used_fallback(res) for res in oks) / n if n else math.nan,
         usage_by_phase={p: _usage_dict(u) for p, u in usage.items()},
-        latency_p50=percentile(latencies, 50),
-        latency_p95=percentile(latencies, 95),
+        latency_p50=p50,
+        latency_p95=p95,
         mean_kept=mean([float(len(res.kept)) for res in oks]),
         wall_seconds=wall_seconds,
         interrupted=interrupted,
