@@ -36,8 +36,13 @@ from benchmarks.beir import Collection, load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
+from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 
@@ -70,12 +75,6 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
         return LocalEvaluator(retriever.embedder, idf=retriever.idf), LocalRewriter(
             idf=retriever.idf
         )
-    try:
-        from corrective_rag.evaluate.llm import LLMEvaluator
-        from corrective_rag.llm.client import OpenAIChatClient
-        from corrective_rag.rewrite.llm import LLMRewriter
-    except ImportError as exc:
-        raise SystemExit(f"--evaluator llm needs the LLM layer (branch llm): {exc}") from exc
     if not args.llm_url or not args.model:
         raise SystemExit("--evaluator llm needs --llm-url and --model")
     client = OpenAIChatClient(args.llm_url, model=args.model)
@@ -84,8 +83,6 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
 
 def keep_policy(name: str) -> Any:
     """The filter policy by preset name; ``relevant`` keeps exactly what the evaluator calls so."""
-    from corrective_rag.evaluate.policy import FilterPolicy, get_policy
-
     if name == "relevant":
         return FilterPolicy(
             name="relevant",
@@ -155,11 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    try:
-        from corrective_rag.evaluate.policy import Decision, decide
-        from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-    except ImportError as exc:
-        raise SystemExit(f"the loop benchmark needs the orchestrator (branch loop): {exc}") from exc
 
     collection = load_collection(args.data)
     model = SentenceTransformerEmbedder()

@@ -151,7 +151,8 @@ def outcomes(records: list[Any]) -> dict[str, int]:
 def run(n_queries: int, fault_rate: float, seed: int, concurrency: int, latency: float) -> dict:
     from corrective_rag.evaluate.cache import VerdictCache
     from corrective_rag.evaluate.llm import LLMEvaluator
-    from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
+    from corrective_rag.llm.client import OpenAIChatClient
+    from corrective_rag.llm.settings import Retries, Timeouts
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
     from corrective_rag.runs.batch import run_batch

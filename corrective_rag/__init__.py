@@ -16,7 +16,8 @@ from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.policy import FilterPolicy, get_policy
 from corrective_rag.generate.llm import LLMGenerator
-from corrective_rag.llm.client import OpenAIChatClient, Pricing, Retries, Timeouts
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Pricing, Retries, Timeouts
 from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder

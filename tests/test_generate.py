@@ -6,7 +6,8 @@ import json
 
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
-from corrective_rag.llm.client import OpenAIChatClient, Retries
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Retries
 from corrective_rag.testing.server import ScriptedLLMServer, default_reply
 from corrective_rag.types import Document
 

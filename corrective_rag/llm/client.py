@@ -40,15 +40,7 @@ from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.types import ChatReply, Usage
 
-__all__ = [
-    "STRUCTURED_MODES",
-    "OpenAIChatClient",
-    "Pricing",
-    "Retries",
-    "Timeouts",
-    "parallel_map",
-    "parse_retry_after",
-]
+__all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,8 @@ from corrective_rag.errors import VerdictParseError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm import prompts
-from corrective_rag.llm.client import OpenAIChatClient, Retries
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Retries
 from corrective_rag.testing.server import Fault, ScriptedLLMServer, default_reply
 from corrective_rag.types import Document
 

@@ -18,13 +18,8 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
-from corrective_rag.llm.client import (
-    OpenAIChatClient,
-    Pricing,
-    Retries,
-    Timeouts,
-    parse_retry_after,
-)
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Pricing, Retries, Timeouts, parse_retry_after
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
 
 HELLO = [{"role": "user", "content": "say hello"}]

@@ -21,7 +21,8 @@ from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.llm import prompts
-from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter

@@ -14,7 +14,8 @@ import pytest
 
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
-from corrective_rag.llm.client import OpenAIChatClient, Retries, Timeouts
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.testing.fakes import ListRetriever

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from corrective_rag.errors import LLMResponseError
-from corrective_rag.llm.client import OpenAIChatClient, Retries
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Retries
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document, Judged, Relevance, RewriteRequest, Verdict
