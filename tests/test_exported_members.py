@@ -1,27 +1,79 @@
+import __future__
+
+import importlib
+import pkgutil
 import subprocess
 import sys
+import types
+
+import pytest
 
 import corrective_rag
-import corrective_rag.testing
+
+SUBPACKAGES = sorted(
+    m.name for m in pkgutil.iter_modules(corrective_rag.__path__, "corrective_rag.") if m.ispkg
+)
 
 
-def test_all_is_sorted_and_complete():
-    """__all__ is sorted and names every public attribute the package exports."""
-    for module in (corrective_rag, corrective_rag.testing):
-        exported = list(module.__all__)
-        assert sorted(exported) == exported
-        for name in exported:
-            assert hasattr(module, name), name
-        public = {n for n in vars(module) if not n.startswith("_") and n[0].isupper()}
-        assert set() == public - set(exported)
+def _exporters() -> list[types.ModuleType]:
+    modules = [importlib.import_module(name) for name in SUBPACKAGES]
+    return [corrective_rag, *(m for m in modules if hasattr(m, "__all__"))]
+
+
+def _public(module: types.ModuleType) -> set[str]:
+    """Every name a user could import from ``module``, less submodules and ``__future__``."""
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType | __future__._Feature)
+    }
+
+
+@pytest.mark.parametrize("module", _exporters(), ids=lambda m: m.__name__)
+def test_all_is_sorted_and_names_every_public_name(module):
+    """__all__ is sorted, each name in it exists, and every public name (any case) is in it."""
+    exported = list(module.__all__)
+    assert sorted(exported) == exported
+    for name in exported:
+        assert hasattr(module, name), name
+    assert set() == _public(module) - set(exported)
+
+
+def test_the_root_is_the_dozen_names_a_user_needs():
+    """The root exports the loop, its parts, the store, the batch runner and the base error."""
+    assert [
+        "Budget",
+        "CorrectiveRAGError",
+        "CorrectiveRAGOrchestrator",
+        "Document",
+        "HybridStore",
+        "LLMEvaluator",
+        "LLMGenerator",
+        "LLMRewriter",
+        "LocalEvaluator",
+        "LocalRewriter",
+        "OpenAIChatClient",
+        "RunResult",
+        "__version__",
+        "load_documents",
+        "run_batch",
+    ] == corrective_rag.__all__
+
+
+def test_every_part_but_the_cli_declares_what_it_exports():
+    """Each subpackage a user imports from (all but cli) has an __all__."""
+    missing = [n for n in SUBPACKAGES if not hasattr(importlib.import_module(n), "__all__")]
+    assert ["corrective_rag.cli"] == missing
 
 
 def test_import_touches_no_model_and_no_heavy_library():
-    """Importing the package loads neither torch, chromadb, sentence-transformers nor tiktoken."""
+    """Importing the package and its parts loads neither torch, chromadb, models nor tiktoken."""
     code = (
         "import sys, corrective_rag; "
-        "print(sorted(m for m in ('torch', 'chromadb', 'sentence_transformers', 'tiktoken', "
-        "'matplotlib') if m in sys.modules))"
+        + "".join(f"import {name}; " for name in SUBPACKAGES)
+        + "print(sorted(m for m in ('torch', 'chromadb', 'sentence_transformers', 'tiktoken', "
+        "'matplotlib', 'xllamacpp') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "[]" == out.stdout.strip()

@@ -14,25 +14,21 @@ import pytest
 
 from corrective_rag import (
     Budget,
-    ConfigError,
     CorrectiveRAGError,
     CorrectiveRAGOrchestrator,
-    FilterPolicy,
-    HistoryStore,
     HybridStore,
-    InputError,
     LLMEvaluator,
     LLMRewriter,
     LocalEvaluator,
     LocalRewriter,
     OpenAIChatClient,
-    Retries,
-    Timeouts,
     load_documents,
-    result_from_json,
     run_batch,
 )
-from corrective_rag.errors import DuplicateIdError
+from corrective_rag.errors import ConfigError, DuplicateIdError, InputError
+from corrective_rag.evaluate import FilterPolicy
+from corrective_rag.llm import Retries, Timeouts
+from corrective_rag.runs import HistoryStore, result_from_json
 from corrective_rag.runs.batch import Query
 from corrective_rag.testing import (
     ListRetriever,

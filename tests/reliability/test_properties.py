@@ -19,12 +19,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from runs_helpers import make_result
 
-from corrective_rag import InputError, RunResult, result_from_json
-from corrective_rag.errors import LLMTimeoutError, VerdictParseError
+from corrective_rag import RunResult
+from corrective_rag.errors import InputError, LLMTimeoutError, VerdictParseError
 from corrective_rag.evaluate.normalise import normalise_verdict
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.runs.codec import to_dict
+from corrective_rag.runs.history import result_from_json
 from corrective_rag.runs.results import error_line, ok_line, read_results, repair_torn_tail
 from corrective_rag.store.fusion import (
     ConvexFusion,

@@ -25,18 +25,17 @@ from structlog.testing import capture_logs
 
 from corrective_rag import (
     CorrectiveRAGOrchestrator,
-    HistoryStore,
     LLMEvaluator,
     LLMGenerator,
     LLMRewriter,
     OpenAIChatClient,
-    Retries,
     run_batch,
 )
 from corrective_rag.cli.wiring import Options
 from corrective_rag.errors import CorrectiveRAGError, LLMError
 from corrective_rag.evaluate.cache import VerdictCache
-from corrective_rag.llm import prompts
+from corrective_rag.llm import Retries, prompts
+from corrective_rag.runs import HistoryStore
 from corrective_rag.runs.batch import Query
 from corrective_rag.testing import Fault, ListRetriever, ScriptedLLMServer
 from corrective_rag.testing.server import default_reply
