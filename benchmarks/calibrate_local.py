@@ -5,9 +5,10 @@ For every query of every collection given, retrieve the top 10 documents, judge 
 With ``--fit``, also fit the logistic weights and the threshold on all collections pooled (each
 collection weighs the same) and report the agreement with the fitted constants.
 
-    python benchmarks/calibrate_local.py ../shared/data/hotpotqa-dev500-distractor \\
-        ../shared/data/classic-cisi ../shared/data/classic-cranfield ../shared/data/classic-cacm \\
+    python benchmarks/calibrate_local.py HOTPOTQA_DIR CISI_DIR CRANFIELD_DIR CACM_DIR \\
         --fit --json calibrate_local.json
+
+Each folder is a collection in BEIR layout (docs/benchmarks.md names the public ones used).
 """
 
 from __future__ import annotations

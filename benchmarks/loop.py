@@ -8,8 +8,7 @@ documents that were kept), all_found (share of queries whose relevant documents 
 precision (share of kept documents that are relevant, pooled), documents judged, LLM calls and
 seconds per query; plus the evaluator's agreement with the qrels on everything it judged.
 
-    python benchmarks/loop.py ../shared/data/hotpotqa-dev500-distractor --evaluator local \\
-        --json loop-hotpotqa-local.json
+    python benchmarks/loop.py HOTPOTQA_DIR --evaluator local --json loop-hotpotqa-local.json
 
 ``--evaluator oracle`` judges from the qrels (an upper bound for the loop); ``--evaluator llm``
 uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``.

@@ -1,6 +1,6 @@
 """nDCG@10, Recall@10/100 and queries/second of BM25, dense and hybrid retrieval on a BEIR folder.
 
-    python benchmarks/retrieval.py /work/shared/data/classic-cisi --json out/cisi.json
+    python benchmarks/retrieval.py CISI_DIR --json out/cisi.json
 
 Only queries with a positive qrel are counted. ``--embedding-cache FILE.npz`` keeps document
 vectors between runs (the first run fills it); ``index_seconds`` then excludes embedding time,
