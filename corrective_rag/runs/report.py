@@ -14,6 +14,8 @@ from typing import Any
 
 from corrective_rag.errors import InputError
 from corrective_rag.runs.results import ResultRecord
+from corrective_rag.text.display import cut as _cut
+from corrective_rag.text.display import display_width, pad, printable
 from corrective_rag.types import IterationRecord, RunResult
 
 __all__ = [
@@ -28,25 +30,21 @@ __all__ = [
 ]
 
 
-def _cut(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned plain-text table; numbers are right-aligned."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    """Left-aligned plain-text table; numbers are right-aligned.
+
+    Cells are escaped with :func:`~corrective_rag.text.display.printable` and aligned by
+    terminal columns, so control characters and wide characters cannot break the layout.
+    """
+    cells = [[printable(str(c)) for c in row] for row in [headers, *rows]]
+    widths = [max(display_width(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [
         all(isinstance(row[i], int | float) for row in rows) if rows else False
         for i in range(len(headers))
     ]
 
     def line(row: list[str]) -> str:
-        parts = [
-            c.rjust(w) if num else c.ljust(w)
-            for c, w, num in zip(row, widths, numeric, strict=True)
-        ]
+        parts = [pad(c, w, right=num) for c, w, num in zip(row, widths, numeric, strict=True)]
         return "  ".join(parts).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
@@ -73,7 +71,7 @@ def render_run(result: RunResult) -> str:
         for rec in result.history
         if rec.rewrite is not None
     ]
-    lines = [f"question: {result.question}", render_table(result)]
+    lines = [f"question: {printable(result.question)}", render_table(result)]
     if rewrites:
         lines += ["rewrites:", *rewrites]
     return "\n".join(lines)
