@@ -184,6 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # bytes that are not UTF-8 reaches Python as lone surrogates and is refused here too.
     check_query(args.question, what="question")
     opts = options(args)
+    if args.no_progress:
+        quiet_progress()
     if opts.llm_url:
         check_reachable(opts.llm_url)  # before loading the store and the embedding model
     with open_store(opts) as store, orchestrator(opts, store) as orch:

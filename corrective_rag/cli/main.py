@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one question through the corrective loop")
     p.add_argument("question")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no model-loading progress bar")
     _pipeline_flags(p)
     p.set_defaults(handler="cmd_run")
 
