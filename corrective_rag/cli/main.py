@@ -169,7 +169,11 @@ class _RedactingFilter(logging.Filter):
         from corrective_rag.text.display import printable
         from corrective_rag.text.secrets import redact
 
-        record.msg = printable(redact(record.getMessage(), secrets()), keep_newlines=True)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: let the handler report it as it always does
+            return True
+        record.msg = printable(redact(message, secrets()), keep_newlines=True)
         record.args = None
         return True
 
