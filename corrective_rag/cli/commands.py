@@ -325,11 +325,12 @@ def cmd_history_stats(args: argparse.Namespace) -> int:
 
 def cmd_history_export(args: argparse.Namespace) -> int:
     """CSV with one row per iteration."""
+    from corrective_rag.cli.main import secrets
     from corrective_rag.runs.paths import check_output
     from corrective_rag.runs.report import export_csv
 
     check_output(args.csv, inputs=[("RESULTS", args.results)], what="--csv")
-    rows = export_csv(_records(args.results), args.csv)
+    rows = export_csv(_records(args.results), args.csv, secrets=secrets())
     _out(f"wrote {rows} rows to {args.csv}")
     return 0
 

@@ -16,6 +16,7 @@ from corrective_rag.errors import InputError
 from corrective_rag.runs.results import ResultRecord
 from corrective_rag.text.display import cut as _cut
 from corrective_rag.text.display import display_width, pad, printable
+from corrective_rag.text.secrets import redact_tree
 from corrective_rag.types import IterationRecord, RunResult
 
 __all__ = [
@@ -205,8 +206,16 @@ def iteration_rows(record: ResultRecord) -> list[dict[str, Any]]:
     return rows
 
 
-def export_csv(records: Sequence[ResultRecord], out_path: str | os.PathLike[str]) -> int:
-    """Write one CSV row per iteration of every ok record; return the number of rows."""
+def export_csv(
+    records: Sequence[ResultRecord],
+    out_path: str | os.PathLike[str],
+    *,
+    secrets: Sequence[str] = (),
+) -> int:
+    """Write one CSV row per iteration of every ok record; return the number of rows.
+
+    ``secrets`` (an API key) are replaced by ``***`` in every cell.
+    """
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     count = 0
@@ -215,6 +224,6 @@ def export_csv(records: Sequence[ResultRecord], out_path: str | os.PathLike[str]
         writer.writeheader()
         for record in records:
             for row in iteration_rows(record):
-                writer.writerow(row)
+                writer.writerow(redact_tree(row, secrets))
                 count += 1
     return count

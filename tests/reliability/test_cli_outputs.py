@@ -206,6 +206,28 @@ def test_cli_never_prints_logs_or_writes_an_echoed_key(store, tmp_path, monkeypa
         assert KEY not in text, f"API key leaked into {name}"
 
 
+def test_history_commands_hide_a_key_already_in_a_results_file(tmp_path, monkeypatch, capsys):
+    """A results file written without masking: list, show, stats and export never show the key."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    question = f"why does {KEY} fail"
+    results = tmp_path / "r.jsonl"
+    line = ok_line("q1", question, make_result(question), 1.0)
+    results.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    csv_path = tmp_path / "it.csv"
+    for argv in (
+        ["history", "list", str(results)],
+        ["history", "show", str(results), "q1"],
+        ["history", "show", str(results), "q1", "--json"],
+        ["history", "stats", str(results)],
+        ["history", "export", str(results), "--csv", str(csv_path)],
+    ):
+        assert 0 == main(argv)
+        captured = capsys.readouterr()
+        assert KEY not in captured.out + captured.err, argv
+    assert KEY not in csv_path.read_text(encoding="utf-8")
+    assert "why does *** fail" in csv_path.read_text(encoding="utf-8")
+
+
 # -- terminals -----------------------------------------------------------------------------
 
 
