@@ -44,6 +44,8 @@ def options(args: argparse.Namespace) -> Any:
         raise ConfigError("give either --llm-url or --local-llm, not both")
     if model is not None and url is None and not args.local_llm:
         raise ConfigError("--model needs --llm-url URL (or OPENAI_BASE_URL)")
+    if args.store and args.chroma_host:
+        raise ConfigError("give either --store DIR or --chroma-host HOST, not both")
     return Options(
         store=args.store,
         chroma_host=args.chroma_host,
@@ -60,13 +62,52 @@ def options(args: argparse.Namespace) -> Any:
 
 
 def _out(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    """Print human-readable text: the API key hidden, control characters escaped."""
+    from corrective_rag.cli.main import secrets
+    from corrective_rag.text.display import printable
+    from corrective_rag.text.secrets import redact
+
+    sys.stdout.write(printable(redact(text, secrets()), keep_newlines=True) + "\n")
+    sys.stdout.flush()
+
+
+def _out_json(obj: Any) -> None:
+    """Print ``--json`` output: the exact text, the API key hidden, no raw control character."""
+    sys.stdout.write(dump_json(obj) + "\n")
     sys.stdout.flush()
 
 
 def dump_json(obj: Any) -> str:
-    """Indented JSON for ``--json`` outputs."""
-    return json.dumps(obj, indent=2, ensure_ascii=False)
+    """Indented JSON for ``--json`` outputs, with the API key hidden.
+
+    The text is exact (it decodes to what was recorded); characters a terminal would act on
+    appear only as JSON escapes.
+    """
+    from corrective_rag.cli.main import secrets
+    from corrective_rag.text.display import json_safe
+    from corrective_rag.text.secrets import redact_tree
+
+    return json_safe(json.dumps(redact_tree(obj, secrets()), indent=2, ensure_ascii=False))
+
+
+def quiet_progress() -> None:
+    """Silence the progress bars of the libraries we load (``--no-progress``).
+
+    sentence-transformers loads its weights through transformers, which draws a "Loading
+    weights" bar; huggingface_hub draws its own. Both have a switch; neither reads our flag.
+    """
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:  # pragma: no cover - installed with sentence-transformers
+        pass
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - installed with sentence-transformers
+        pass
 
 
 def results_path(text: str) -> Path:
@@ -110,6 +151,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     from corrective_rag.cli.wiring import open_store
 
+    if args.no_progress:
+        quiet_progress()
     docs = _documents(args)
     store = open_store(options(args), create=True)
     with (
@@ -141,12 +184,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     # bytes that are not UTF-8 reaches Python as lone surrogates and is refused here too.
     check_query(args.question, what="question")
     opts = options(args)
+    if args.no_progress:
+        quiet_progress()
     if opts.llm_url:
         check_reachable(opts.llm_url)  # before loading the store and the embedding model
     with open_store(opts) as store, orchestrator(opts, store) as orch:
         result = orch.run(args.question)
+    result = _redacted(result)  # before the table is laid out, so its columns stay aligned
     if args.json:
-        _out(dump_json(to_dict(result)))
+        _out_json(to_dict(result))
         return 0
     _out(_table(result))
     _out("")
@@ -156,12 +202,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _redacted(result: Any) -> Any:
+    """``result`` with the API key hidden in every text it holds (documents, queries, replies)."""
+    from corrective_rag.cli.main import secrets
+    from corrective_rag.runs.codec import from_dict, to_dict
+    from corrective_rag.text.secrets import redact_tree
+    from corrective_rag.types import RunResult
+
+    keys = secrets()
+    return from_dict(RunResult, redact_tree(to_dict(result), keys)) if keys else result
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
+    from corrective_rag.cli.main import secrets
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator, run_one
     from corrective_rag.runs.batch import read_queries, run_batch
+    from corrective_rag.runs.paths import check_output
 
     opts = options(args)
+    # Nothing is run, and nothing written, when an output would replace an input or the other.
+    check_output(args.out, inputs=[("QUERIES", args.queries)], what="--out")
+    if args.summary_json:
+        check_output(
+            args.summary_json,
+            inputs=[("QUERIES", args.queries)],
+            outputs=[("--out", args.out)],
+            what="--summary-json",
+        )
+    if args.no_progress:
+        quiet_progress()
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
     if opts.llm_url:
         check_reachable(opts.llm_url)
@@ -174,6 +244,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             shard=args.shard,
             progress=not args.no_progress,
             rerun_errors=not args.skip_errors,
+            secrets=secrets(),
         )
     _out(summary.render())
     if args.summary_json:
@@ -209,7 +280,7 @@ def _ok_result(path: str, key: str) -> Any:
         raise InputError(
             f"query {rec.id!r} failed: {rec.error.get('type')}: {rec.error.get('message')}"
         )
-    return rec.result
+    return _redacted(rec.result)
 
 
 def cmd_history_show(args: argparse.Namespace) -> int:
@@ -219,7 +290,7 @@ def cmd_history_show(args: argparse.Namespace) -> int:
 
     result = _ok_result(args.results, args.id)
     if args.json:
-        _out(dump_json(to_dict(result)))
+        _out_json(to_dict(result))
     else:
         _out(_table(result))
         _out("")
@@ -245,23 +316,31 @@ def cmd_history_stats(args: argparse.Namespace) -> int:
     from corrective_rag.runs.summary import summarize
 
     summary = summarize(_records(args.results, latest=False))
-    _out(dump_json(summary.to_dict()) if args.json else summary.render())
+    if args.json:
+        _out_json(summary.to_dict())
+    else:
+        _out(summary.render())
     return 0
 
 
 def cmd_history_export(args: argparse.Namespace) -> int:
     """CSV with one row per iteration."""
+    from corrective_rag.cli.main import secrets
+    from corrective_rag.runs.paths import check_output
     from corrective_rag.runs.report import export_csv
 
-    rows = export_csv(_records(args.results), args.csv)
+    check_output(args.csv, inputs=[("RESULTS", args.results)], what="--csv")
+    rows = export_csv(_records(args.results), args.csv, secrets=secrets())
     _out(f"wrote {rows} rows to {args.csv}")
     return 0
 
 
 def cmd_history_plot(args: argparse.Namespace) -> int:
     """PNG figure of the batch."""
+    from corrective_rag.runs.paths import check_output
     from corrective_rag.runs.plot import plot
 
+    check_output(args.out, inputs=[("RESULTS", args.results)], what="--out")
     _out(f"wrote {plot(results_path(args.results), args.out)}")
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one question through the corrective loop")
     p.add_argument("question")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no model-loading progress bar")
     _pipeline_flags(p)
     p.set_defaults(handler="cmd_run")
 
@@ -153,12 +155,57 @@ def _history_parser(sub: Any) -> None:
     p.set_defaults(handler="cmd_history_plot")
 
 
+def secrets() -> tuple[str, ...]:
+    """What the CLI hides from everything it prints, logs and writes: the API key."""
+    from corrective_rag.text.secrets import secrets_of
+
+    return secrets_of([os.environ.get("OPENAI_API_KEY")])
+
+
+class _RedactingFilter(logging.Filter):
+    """Hide the API key and escape control characters in stdlib log records (urllib3, chroma)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from corrective_rag.text.display import printable
+        from corrective_rag.text.secrets import redact
+
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: let the handler report it as it always does
+            return True
+        record.msg = printable(redact(message, secrets()), keep_newlines=True)
+        record.args = None
+        return True
+
+
+def _redact_event(_: Any, __: str, event: Any) -> Any:
+    """A structlog processor: the key hidden and control characters escaped in every value.
+
+    Placed before the renderer it cleans the event's values; after it, the rendered line (which
+    may hold the text of an exception or another object's repr).
+    """
+    from corrective_rag.text.display import printable
+    from corrective_rag.text.secrets import redact, redact_tree
+
+    keys = secrets()
+    if isinstance(event, str):
+        return redact(event, keys)
+    cleaned = redact_tree(dict(event), keys)
+    return {k: printable(v) if isinstance(v, str) else v for k, v in cleaned.items()}
+
+
 def configure_logging(verbose: bool) -> None:
-    """Warnings and above to stderr by default; with ``--verbose`` every event, human-readable."""
+    """Warnings and above to stderr by default; with ``--verbose`` every event, human-readable.
+
+    Every line is cleaned by :func:`_redact_event`: no API key, no raw control characters.
+    """
     level = logging.INFO if verbose else logging.WARNING
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RedactingFilter) for f in handler.filters):
+            handler.addFilter(_RedactingFilter())
     renderer: Any = (
         structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
         if verbose
@@ -168,7 +215,9 @@ def configure_logging(verbose: bool) -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            _redact_event,
             renderer,
+            _redact_event,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         # Look sys.stderr up per logger, so a replaced stderr (tests, pagers) is honoured.
@@ -207,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    message = " ".join(str(exc).split()) or type(exc).__name__
+    from corrective_rag.text.display import printable
+    from corrective_rag.text.secrets import redact
+
+    message = printable(redact(" ".join(str(exc).split()), secrets())) or type(exc).__name__
     sys.stderr.write(f"{PROG}: error: {message}\n")
     return code

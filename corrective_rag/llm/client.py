@@ -38,6 +38,7 @@ from corrective_rag.errors import (
 from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import TokenCounter
+from corrective_rag.text.secrets import redact
 from corrective_rag.types import ChatReply, Usage
 
 __all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
@@ -265,7 +266,7 @@ class OpenAIChatClient:
         return headers
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        return redact(text, [self._api_key])
 
     def _session_or_new(self) -> requests.Session:
         with self._lock:
@@ -361,9 +362,11 @@ class OpenAIChatClient:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
+        # The one redaction point for replies: a server echoing the key in a normal answer must
+        # not carry it into verdicts, rewrites (searched), answers, results files or logs.
         return ChatReply(
-            text=text,
-            model=str(data.get("model") or self.model),
+            text=self._redact(text),
+            model=self._redact(str(data.get("model") or self.model)),
             usage=Usage(
                 llm_calls=1,
                 prompt_tokens=prompt_tokens,

@@ -36,6 +36,7 @@ import structlog
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int, check_query, is_int
 from corrective_rag.runs.jsonl import iter_jsonl
+from corrective_rag.runs.paths import same_file
 from corrective_rag.runs.results import (
     error_line,
     ok_line,
@@ -43,6 +44,7 @@ from corrective_rag.runs.results import (
     repair_torn_tail,
 )
 from corrective_rag.runs.summary import BatchSummary, summarize
+from corrective_rag.text.secrets import redact_tree
 from corrective_rag.types import RunResult
 
 __all__ = [
@@ -167,14 +169,19 @@ def in_shard(query_id: str, shard: tuple[int, int] | None) -> bool:
 
 
 class _Writer:
-    """Appends whole lines to the results file, one ``write`` and one ``fsync`` per line."""
+    """Appends whole lines to the results file, one ``write`` and one ``fsync`` per line.
 
-    def __init__(self, path: Path, *, fsync: bool) -> None:
+    Every string of a line (query, documents, replies, error messages) is cleared of
+    ``secrets`` first: this is the one place a batch writes, so nothing else can leak them.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool, secrets: Sequence[str] = ()) -> None:
         if path.is_dir():
             raise InputError(f"results path {path} is a folder, not a file")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._fsync = fsync
+        self._secrets = tuple(secrets)
         self.path = path
         try:
             import fcntl
@@ -187,6 +194,7 @@ class _Writer:
             raise InputError(f"another batch is writing to {path}") from exc
 
     def write(self, obj: Mapping[str, Any]) -> None:
+        obj = redact_tree(dict(obj), self._secrets)
         try:
             data = (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in an error message: escape, never crash
@@ -268,6 +276,7 @@ def run_batch(
     rerun_errors: bool = True,
     fsync: bool = True,
     progress_stream: IO[str] | None = None,
+    secrets: Sequence[str] = (),
 ) -> BatchSummary:
     """Run every query, appending one line per query to ``out_path``.
 
@@ -284,6 +293,8 @@ def run_batch(
         rerun_errors: run ids whose last line is an error again (default); ``False`` skips them.
         fsync: fsync after every line (crash-safe against power loss, not only process death).
         progress_stream: where the bar goes, stderr by default.
+        secrets: strings (an API key) replaced by ``***`` in every line written, whatever
+            their source; see :mod:`corrective_rag.text.secrets`.
 
     Returns:
         The summary over the last line of every query of this batch (and shard), including
@@ -292,7 +303,7 @@ def run_batch(
 
     Raises:
         ConfigError: bad arguments. InputError: a bad queries file, a results file that is not
-        a results file, or another batch writing to it.
+        a results file (or is the queries file itself), or another batch writing to it.
     """
     if (run_one is None) == (runner_factory is None):
         raise ConfigError("give exactly one of run_one and runner_factory")
@@ -301,6 +312,10 @@ def run_batch(
         _check_shard(shard)
     items: list[Any] = []
     if isinstance(queries, str | os.PathLike):
+        if same_file(out_path, queries):
+            raise InputError(
+                f"results file {out_path} is the queries file {queries}: refusing to append to it"
+            )
         items = read_queries(queries)
     elif isinstance(queries, Sequence) and all(isinstance(q, Query) for q in queries):
         items = list(queries)
@@ -311,7 +326,8 @@ def run_batch(
         raise InputError("query ids must be unique within a batch")
     mine = [q for q in items if in_shard(q.id, shard)]
     out = Path(out_path)
-    writer = _Writer(out, fsync=fsync)  # lock first, so two batches never repair the same file
+    # Lock first, so two batches never repair the same file.
+    writer = _Writer(out, fsync=fsync, secrets=secrets)
     started = time.perf_counter()
     interrupted = False
     try:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
+from corrective_rag.text.display import cut
 from corrective_rag.types import IterationRecord
 
 __all__ = ["NONE", "cut", "rewrite_cell"]
 
 # What every table prints for a field with no value (no action, no rewrite, no score).
 NONE = "-"
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis when longer."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def rewrite_cell(record: IterationRecord) -> str:

@@ -21,6 +21,7 @@ from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
 from corrective_rag.runs.cells import NONE, cut, rewrite_cell
 from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.text.display import display_width, pad, printable
 from corrective_rag.types import RunResult, Verdict
 
 __all__ = [
@@ -168,12 +169,13 @@ def render_table(result: RunResult, *, width: int = 40) -> str:
                 f"{rec.seconds:.2f}",
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    widths = [max(display_width(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    lines = ["  ".join(pad(cell, w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     total = result.usage.total
     lines.append(
-        f"stop: {result.stop_reason.value} ({result.stop_detail}); kept {len(result.kept)}; "
+        f"stop: {result.stop_reason.value} ({printable(result.stop_detail)}); "
+        f"kept {len(result.kept)}; "
         f"{total.llm_calls} calls, {total.total_tokens} tokens, {result.seconds:.2f} s"
     )
     return "\n".join(line.rstrip() for line in lines)
@@ -256,7 +258,8 @@ def diff_iterations(result: RunResult, i: int, j: int) -> str:
     iteration (a later CRAG replace can drop them); verdicts are every verdict so far (a document
     is judged once per run, so within one run verdicts only ever appear, never change).
     """
-    return "\n".join(_diff(_iteration_snapshot(result, i), _iteration_snapshot(result, j)))
+    lines = _diff(_iteration_snapshot(result, i), _iteration_snapshot(result, j))
+    return printable("\n".join(lines), keep_newlines=True)
 
 
 def diff_runs(a: RunResult, b: RunResult) -> str:
@@ -266,4 +269,4 @@ def diff_runs(a: RunResult, b: RunResult) -> str:
         lines.insert(2, f"! different questions: {a.question!r} vs {b.question!r}")
     if a.stop_reason != b.stop_reason:
         lines.append(f"- stop: {a.stop_reason.value}\n+ stop: {b.stop_reason.value}")
-    return "\n".join(lines)
+    return printable("\n".join(lines), keep_newlines=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import is_int
+from corrective_rag.runs.paths import check_output
 from corrective_rag.runs.results import ResultRecord, latest_records, read_results
 from corrective_rag.types import RunResult
 
@@ -45,6 +46,7 @@ def plot(results_path: str | os.PathLike[str], out_png: str | os.PathLike[str]) 
         InputError: when the file is missing, malformed or holds no successful run.
         ConfigError: when matplotlib is not installed.
     """
+    check_output(out_png, inputs=[("results file", results_path)], folder_must_exist=False)
     return plot_records(
         latest_records(read_results(results_path)), out_png, title=Path(results_path).name
     )
@@ -62,8 +64,16 @@ def plot_records(
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.backend_bases import FigureCanvasBase
     except ImportError as exc:
         raise ConfigError("plotting needs matplotlib: pip install 'corrective_rag[plot]'") from exc
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(out_png).suffix.lower().lstrip(".")
+    if suffix and suffix not in kinds:
+        raise InputError(
+            f"cannot draw a figure into a .{suffix} file {out_png}; "
+            f"use one of: {', '.join('.' + k for k in sorted(kinds))}"
+        )
 
     ok.sort(key=lambda r: (r.result.iterations, len(r.result.kept), r.id))  # type: ignore[union-attr]
     results = [r.result for r in ok if r.result is not None]

@@ -15,6 +15,8 @@ from typing import Any
 from corrective_rag.errors import InputError
 from corrective_rag.runs.cells import NONE, cut, rewrite_cell
 from corrective_rag.runs.results import ResultRecord
+from corrective_rag.text.display import display_width, pad, printable
+from corrective_rag.text.secrets import redact_tree
 from corrective_rag.types import RunResult
 
 __all__ = [
@@ -30,19 +32,20 @@ __all__ = [
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned plain-text table; numbers are right-aligned."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    """Left-aligned plain-text table; numbers are right-aligned.
+
+    Cells are escaped with :func:`~corrective_rag.text.display.printable` and aligned by
+    terminal columns, so control characters and wide characters cannot break the layout.
+    """
+    cells = [[printable(str(c)) for c in row] for row in [headers, *rows]]
+    widths = [max(display_width(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [
         all(isinstance(row[i], int | float) for row in rows) if rows else False
         for i in range(len(headers))
     ]
 
     def line(row: list[str]) -> str:
-        parts = [
-            c.rjust(w) if num else c.ljust(w)
-            for c, w, num in zip(row, widths, numeric, strict=True)
-        ]
+        parts = [pad(c, w, right=num) for c, w, num in zip(row, widths, numeric, strict=True)]
         return "  ".join(parts).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
@@ -61,7 +64,7 @@ def render_run(result: RunResult) -> str:
         for rec in result.history
         if rec.rewrite is not None
     ]
-    lines = [f"question: {result.question}", render_table(result)]
+    lines = [f"question: {printable(result.question)}", render_table(result)]
     if rewrites:
         lines += ["rewrites:", *rewrites]
     return "\n".join(lines)
@@ -195,8 +198,16 @@ def iteration_rows(record: ResultRecord) -> list[dict[str, Any]]:
     return rows
 
 
-def export_csv(records: Sequence[ResultRecord], out_path: str | os.PathLike[str]) -> int:
-    """Write one CSV row per iteration of every ok record; return the number of rows."""
+def export_csv(
+    records: Sequence[ResultRecord],
+    out_path: str | os.PathLike[str],
+    *,
+    secrets: Sequence[str] = (),
+) -> int:
+    """Write one CSV row per iteration of every ok record; return the number of rows.
+
+    ``secrets`` (an API key) are replaced by ``***`` in every cell.
+    """
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     count = 0
@@ -205,6 +216,6 @@ def export_csv(records: Sequence[ResultRecord], out_path: str | os.PathLike[str]
         writer.writeheader()
         for record in records:
             for row in iteration_rows(record):
-                writer.writerow(row)
+                writer.writerow(redact_tree(row, secrets))
                 count += 1
     return count
