@@ -28,7 +28,13 @@ from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.types import Document
 
-__all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP", "iter_documents", "load_documents"]
+__all__ = [
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_OVERLAP",
+    "chunk_text",
+    "iter_documents",
+    "load_documents",
+]
 
 # 256 tokens is what all-MiniLM-L6-v2 reads before truncating; a longer chunk would be embedded
 # only in part. 32 tokens of overlap keep a sentence cut at a boundary whole in one of the two.
@@ -86,6 +92,41 @@ def _chunks(
     for i, (start, end, chunk) in enumerate(windows):
         doc_id = base_id if single else f"{base_id}#{i}"
         yield Document(doc_id, chunk, {**meta, "chunk": i, "start": start, "end": end})
+
+
+def _check_window(chunk_tokens: object, overlap: object) -> None:
+    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
+        raise ConfigError(f"chunk_tokens must be a positive int or None, got {chunk_tokens!r}")
+    if isinstance(overlap, bool) or not isinstance(overlap, int):
+        raise ConfigError(f"overlap must be an int, got {overlap!r}")
+    if not 0 <= overlap < chunk_tokens:
+        raise ConfigError(f"overlap must be in 0..{chunk_tokens - 1}, got {overlap}")
+
+
+def chunk_text(
+    base_id: str,
+    text: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap: int = DEFAULT_OVERLAP,
+    counter: TiktokenCounter | None = None,
+) -> list[Document]:
+    """Split one text (a fetched web page, say) the way files are split: ids ``BASE#0``, ...
+
+    Each chunk's metadata is ``metadata`` plus ``chunk``, ``start`` and ``end``.
+
+    Raises:
+        ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
+        InputError: an id or a text a Document cannot hold.
+    """
+    _check_window(chunk_tokens, overlap)
+    options: dict[str, Any] = {
+        "counter": counter or TiktokenCounter(),
+        "size": chunk_tokens,
+        "overlap": overlap,
+    }
+    return list(_chunks(base_id, text, metadata or {}, always_number=True, **options))
 
 
 def _read_text(path: Path) -> str:
@@ -158,12 +199,7 @@ def iter_documents(
         ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
     """
     if chunk_tokens is not None:
-        if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
-            raise ConfigError(f"chunk_tokens must be a positive int or None, got {chunk_tokens!r}")
-        if isinstance(overlap, bool) or not isinstance(overlap, int):
-            raise ConfigError(f"overlap must be an int, got {overlap!r}")
-        if not 0 <= overlap < chunk_tokens:
-            raise ConfigError(f"overlap must be in 0..{chunk_tokens - 1}, got {overlap}")
+        _check_window(chunk_tokens, overlap)
         counter = counter or TiktokenCounter()
     options: dict[str, Any] = {"counter": counter, "size": chunk_tokens, "overlap": overlap}
     seen: dict[str, str] = {}  # id -> where it came from: a repeated id would overwrite silently
