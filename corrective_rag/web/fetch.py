@@ -18,6 +18,7 @@ fetched or yields no text is skipped, and the caller keeps that result's snippet
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -114,15 +115,17 @@ class PageFetcher:
         self._session = session
         self._extract = extract or html_to_text
         self._clock = clock
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PageFetcher(max_bytes={self.max_bytes}, deadline={self.deadline:g})"
 
     def fetch(self, results: Sequence[WebResult]) -> list[list[Document] | None]:
         """Each result's page as chunked documents, or None where it could not be used."""
-        if self._session is None:
-            self._session = requests.Session()
-            self._session.max_redirects = MAX_REDIRECTS
+        with self._lock:
+            if self._session is None:
+                self._session = requests.Session()
+                self._session.max_redirects = MAX_REDIRECTS
         ends = self._clock() + self.deadline
         by_host: dict[str, list[int]] = {}
         for index, result in enumerate(results):

@@ -184,7 +184,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "body": body,
                 }
             )
-            fault = owner.faults.popleft() if owner.faults and parts.path != "/pages" else None
+            api = not parts.path.startswith("/pages/")
+            fault = owner.faults.popleft() if owner.faults and api else None
         return owner, fault
 
     def do_GET(self) -> None:
