@@ -31,6 +31,10 @@ WEB = [
     },
     {"url": "https://example.net/titan", "title": "Titan", "content": "Titan orbits Saturn."},
 ]
+PAGE = """<html><body><nav>Main page | Random article</nav><article><h1>Ganymede</h1>
+<p>Ganymede is the largest and most massive moon of Jupiter and the largest moon in the Solar
+System. It is bigger than the planet Mercury and is the only moon known to have a magnetic
+field.</p></article><footer>Text is available under a licence.</footer></body></html>"""
 LOCAL = [Document("py-copy", "the copy module copies a moon of nested lists")]
 LOOSE = FilterPolicy(medium_score=0.2, medium_confidence=0.5, incorrect_below=0.3)
 
@@ -124,10 +128,12 @@ def test_cli_second_local_corpus_and_web_fallback_end_to_end(
     assert any(i.endswith("ganymede.txt#0") for i in kept)
 
     with FakeSearchServer(WEB) as server:
+        page = server.page("ganymede", PAGE)
+        server.results = [{**WEB[0], "url": page}, WEB[1]]
         queries = tmp_path / "q.jsonl"
         queries.write_text(json.dumps({"id": "moon", "query": QUESTION}) + "\n")
         out = tmp_path / "r.jsonl"
-        web = ["--fallback", "searxng", "--fallback-url", server.base_url]
+        web = ["--fallback", "searxng", "--fallback-url", server.base_url, "--fetch-pages"]
         code = main(
             [
                 "batch",
@@ -143,13 +149,13 @@ def test_cli_second_local_corpus_and_web_fallback_end_to_end(
             ]
         )
         assert 0 == code, capsys.readouterr().err
-        searched = [r["query"]["q"] for r in server.requests]
+        searched = [r["query"]["q"] for r in server.requests if r["path"] == "/search"]
     assert QUESTION in searched
     capsys.readouterr()
     assert 0 == main(["history", "show", str(out), "moon"])
     shown = capsys.readouterr().out
     assert "+replaced" in shown or "+supplemented" in shown
-    assert GANYMEDE in shown
+    assert f"{page}#0" in shown  # the fetched page's first chunk, kept under its URL
 
 
 @pytest.mark.slow
