@@ -23,11 +23,9 @@ from corrective_rag.web.fetch import PageFetcher
 from corrective_rag.web.http import JsonCaller, WebSettings
 from corrective_rag.web.results import WebResult, dedupe_by_url, ranked_hits, result_document
 
-__all__ = ["MAX_TOP_K", "WebSearchRetriever"]
+__all__ = ["WebSearchRetriever"]
 
 log = structlog.get_logger(__name__)
-
-MAX_TOP_K = 100  # more results than any search API returns for one query
 
 
 class WebSearchRetriever:
@@ -90,8 +88,10 @@ class WebSearchRetriever:
             SearchError: the API failed after its retries or within its deadline.
         """
         query = check_query(query, what="query")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-            raise ConfigError(f"top_k must be an int in 1..{MAX_TOP_K}, got {top_k!r}")
+        # No upper bound: the loop asks for top_k plus every document already judged, and an
+        # API returning fewer results than asked is normal.
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ConfigError(f"top_k must be an int >= 1, got {top_k!r}")
         if where is not None and not isinstance(where, Mapping):
             raise ConfigError(f"where must be a mapping or None, got {where!r}")
         try:

@@ -295,6 +295,14 @@ def test_bad_queries_and_top_k_are_refused_before_any_request() -> None:
     assert [] == server.requests
 
 
+def test_a_large_top_k_asks_the_api_for_its_maximum() -> None:
+    """top_k beyond an API's maximum is not an error: the request asks for the maximum (20)."""
+    with FakeSearchServer(RESULTS) as server:
+        hits = make("brave", server).retrieve("aspirin", top_k=500)
+    assert "20" == server.requests[0]["query"]["count"]
+    assert 2 == len(hits)
+
+
 def test_a_key_in_the_searxng_url_is_redacted() -> None:
     """A password in the SearxNG URL does not show in errors or the repr."""
     settings = WebSettings(retries=Retries(max_retries=0))
