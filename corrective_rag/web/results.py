@@ -83,7 +83,12 @@ def dedupe_by_url(results: Iterable[WebResult]) -> list[WebResult]:
 
 
 def document_id(url: str) -> str:
-    """A document id for ``url``: the URL itself, or for a very long one its start and a hash."""
+    """A document id for ``url``: the URL without its ``#fragment``, cut if very long.
+
+    A fragment (text fragments included) names a place in the same page, so the same page found
+    by two queries gets one id; a URL too long for an id keeps its start and gains a hash.
+    """
+    url = url.split("#", 1)[0]
     if len(url) <= MAX_ID_LENGTH - 8:  # room for a "#N" chunk suffix
         return url
     digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]

@@ -295,6 +295,15 @@ def test_bad_queries_and_top_k_are_refused_before_any_request() -> None:
     assert [] == server.requests
 
 
+def test_document_ids_drop_the_fragment_and_keep_long_urls_apart() -> None:
+    """A #fragment is not part of the id (one page, one id); cut long URLs stay distinct."""
+    from corrective_rag.web.results import document_id
+
+    assert "https://example.org/a" == document_id("https://example.org/a#:~:text=moon")
+    long = "https://example.org/" + "x" * 600
+    assert len(document_id(long)) <= 504 and document_id(long) != document_id(long + "y")
+
+
 def test_a_large_top_k_asks_the_api_for_its_maximum() -> None:
     """top_k beyond an API's maximum is not an error: the request asks for the maximum (20)."""
     with FakeSearchServer(RESULTS) as server:
