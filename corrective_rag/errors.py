@@ -14,6 +14,7 @@ can catch everything of ours with one ``except`` and still tell the kinds apart:
     │   ├── LLMTransportError      no usable HTTP exchange (connection refused, reset, ...)
     │   │   └── LLMTimeoutError        connect or read timeout
     │   └── LLMResponseError       the server answered with an error status or an unusable body
+    ├── SearchError            a web-search API or page fetch failed (status and body kept)
     └── VerdictParseError      a model's reply could not be read as a verdict (keeps the raw text)
 
 Hitting a cap (iterations, budget) is not an error: it is a ``StopReason`` on the result.
@@ -30,6 +31,7 @@ __all__ = [
     "LLMResponseError",
     "LLMTimeoutError",
     "LLMTransportError",
+    "SearchError",
     "StoreConsistencyError",
     "StoreError",
     "StoreLockedError",
@@ -44,6 +46,11 @@ def shorten(text: str, limit: int = _BODY_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+def _with_status(message: str, status: int | None, body: str) -> str:
+    detail = f" (HTTP {status})" if status is not None else ""
+    return f"{message}{detail}: {body}" if body else f"{message}{detail}"
 
 
 class CorrectiveRAGError(Exception):
@@ -103,9 +110,21 @@ class LLMResponseError(LLMError):
     def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
         self.status = status
         self.body = shorten(body)
-        detail = f" (HTTP {status})" if status is not None else ""
-        suffix = f": {self.body}" if self.body else ""
-        super().__init__(f"{message}{detail}{suffix}")
+        super().__init__(_with_status(message, status, self.body))
+
+
+class SearchError(CorrectiveRAGError):
+    """A web-search API gave no usable answer (after its retries, within its deadline).
+
+    Attributes:
+        status: HTTP status code, or ``None`` when there was no usable HTTP exchange.
+        body: the response body, shortened; never contains request headers or keys.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        self.status = status
+        self.body = shorten(body)
+        super().__init__(_with_status(message, status, self.body))
 
 
 class VerdictParseError(CorrectiveRAGError):

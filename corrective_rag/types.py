@@ -307,6 +307,7 @@ class FallbackMode(str, enum.Enum):
 
     SUPPLEMENTED = "supplemented"
     REPLACED = "replaced"
+    FAILED = "failed"  # the fallback raised SearchError: the local results stand
 
 
 class StopReason(str, enum.Enum):

@@ -58,7 +58,39 @@ def options(args: argparse.Namespace) -> Any:
         max_iterations=args.max_iterations,
         top_k=args.top_k,
         min_relevant=args.min_relevant,
+        **_fallback_options(args),
     )
+
+
+_KEY_VARIABLES = {"tavily": "TAVILY_API_KEY", "brave": "BRAVE_API_KEY"}
+
+
+def _fallback_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The fallback flags checked together; web-search keys come from the environment only."""
+    name = getattr(args, "fallback", None)
+    url = getattr(args, "fallback_url", None)
+    store = getattr(args, "fallback_store", None)
+    fetch = bool(getattr(args, "fetch_pages", False))
+    if name and store:
+        raise ConfigError("give either --fallback or --fallback-store, not both")
+    if url and not name:
+        raise ConfigError("--fallback-url needs --fallback searxng|tavily|brave")
+    if fetch and not name:
+        raise ConfigError("--fetch-pages needs a web --fallback")
+    if name == "searxng" and not url:
+        raise ConfigError("--fallback searxng needs --fallback-url URL (your SearxNG instance)")
+    key = None
+    if name in _KEY_VARIABLES:
+        key = os.environ.get(_KEY_VARIABLES[name]) or None
+        if key is None:
+            raise ConfigError(f"--fallback {name} needs {_KEY_VARIABLES[name]} in the environment")
+    return {
+        "fallback": name,
+        "fallback_url": url,
+        "fallback_store": store,
+        "fallback_key": key,
+        "fetch_pages": fetch,
+    }
 
 
 def _out(text: str) -> None:

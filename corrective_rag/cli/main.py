@@ -2,7 +2,8 @@
 
 Errors a user can cause print one line, ``corrective-rag: error: ...``, and exit 2 (usage) or 1
 (anything else), without a traceback. Only this module reads environment variables
-(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``) and configures logging.
+(``OPENAI_API_KEY``, ``OPENAI_BASE_URL``; ``TAVILY_API_KEY`` / ``BRAVE_API_KEY`` for the web
+fallback, read in :mod:`corrective_rag.cli.commands`) and configures logging.
 """
 
 from __future__ import annotations
@@ -72,6 +73,24 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-relevant", type=_positive, default=None, metavar="N")
 
 
+def _fallback_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fallback: searched when CRAG judges an iteration ambiguous/incorrect")
+    g.add_argument(
+        "--fallback",
+        choices=("searxng", "tavily", "brave"),
+        help="web search API (tavily reads $TAVILY_API_KEY, brave $BRAVE_API_KEY)",
+    )
+    g.add_argument(
+        "--fallback-url", metavar="URL", help="the SearxNG instance, or another API root"
+    )
+    g.add_argument("--fallback-store", metavar="DIR", help="a second local store as the fallback")
+    g.add_argument(
+        "--fetch-pages",
+        action="store_true",
+        help="read the top result pages, not only snippets (needs corrective_rag[web])",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``corrective-rag``."""
     parser = _Parser(
@@ -93,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no model-loading progress bar")
     _pipeline_flags(p)
+    _fallback_flags(p)
     p.set_defaults(handler="cmd_run")
 
     p = sub.add_parser("batch", help="run a queries JSONL file, resumable")
@@ -104,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON")
     p.add_argument("--no-progress", action="store_true")
     _pipeline_flags(p)
+    _fallback_flags(p)
     p.set_defaults(handler="cmd_batch")
 
     _history_parser(sub)

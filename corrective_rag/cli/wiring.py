@@ -40,6 +40,11 @@ class Options:
     max_iterations: int = 3
     top_k: int = 5
     min_relevant: int | None = None
+    fallback: str | None = None  # searxng, tavily or brave
+    fallback_url: str | None = None
+    fallback_store: str | None = None
+    fallback_key: str | None = field(default=None, repr=False)  # never shown
+    fetch_pages: bool = False
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
@@ -110,11 +115,36 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
             store,
             evaluator,
             rewriter,
+            fallback=_fallback(opts, store, stack),
             policy=opts.policy,
             max_iterations=opts.max_iterations,
             top_k=opts.top_k,
             min_relevant=opts.min_relevant,
         )
+
+
+def _fallback(opts: Options, store: Any, stack: contextlib.ExitStack) -> Any:
+    """The fallback retriever the options name (a second store or a web search), or None."""
+    if opts.fallback_store:
+        path = Path(opts.fallback_store)
+        if not path.is_dir():
+            raise InputError(f"fallback store not found: {path}")
+        if opts.store and path.resolve() == Path(opts.store).resolve():
+            raise ConfigError("--fallback-store must be another store than --store")
+        from corrective_rag.store.hybrid import HybridStore
+
+        return stack.enter_context(HybridStore.open(path, embedder=store.embedder))
+    if opts.fallback is None:
+        return None
+    from corrective_rag.web import BraveRetriever, SearxngRetriever, TavilyRetriever
+
+    web: dict[str, Any] = {"fetch_pages": opts.fetch_pages}
+    if opts.fallback == "searxng":
+        return SearxngRetriever(opts.fallback_url or "", **web)
+    if opts.fallback_url:
+        web["base_url"] = opts.fallback_url
+    kind = TavilyRetriever if opts.fallback == "tavily" else BraveRetriever
+    return kind(opts.fallback_key or "", **web)
 
 
 def run_one(orch: Any) -> Any:

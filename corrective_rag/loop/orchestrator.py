@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from corrective_rag.errors import ConfigError, LLMError, VerdictParseError
+from corrective_rag.errors import ConfigError, LLMError, SearchError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
 from corrective_rag.loop.budget import Budget, documents_per_call
@@ -287,12 +287,20 @@ class CorrectiveRAGOrchestrator:
         mode = None
         if self.fallback is not None and action is not CragAction.CORRECT and not st.spent():
             replaced = action is CragAction.INCORRECT
-            mode = FallbackMode.REPLACED if replaced else FallbackMode.SUPPLEMENTED
-            if replaced:
-                # CRAG's "incorrect": the local results are discarded, whatever the filter said
-                local.dropped.extend(local.kept)
-                local.kept.clear()
-            steps.append(self._step(st, self.fallback, searched))
+            try:
+                extra = self._step(st, self.fallback, searched)
+            except SearchError as exc:
+                # A web search that failed (after its own retries) costs this iteration its
+                # fallback, not the run: the local results stand, and the record says so.
+                log.warning("fallback_failed", iteration=index, error=str(exc))
+                mode = FallbackMode.FAILED
+            else:
+                mode = FallbackMode.REPLACED if replaced else FallbackMode.SUPPLEMENTED
+                if replaced:
+                    # CRAG's "incorrect": the local results are discarded, whatever the filter said
+                    local.dropped.extend(local.kept)
+                    local.kept.clear()
+                steps.append(extra)
         for step in steps:
             for doc_id in step.kept:
                 st.kept.setdefault(

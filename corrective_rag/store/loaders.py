@@ -29,7 +29,13 @@ from corrective_rag.inputs import check_int, is_int
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.types import Document
 
-__all__ = ["DEFAULT_CHUNK_TOKENS", "DEFAULT_OVERLAP", "iter_documents", "load_documents"]
+__all__ = [
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_OVERLAP",
+    "chunk_text",
+    "iter_documents",
+    "load_documents",
+]
 
 # 256 tokens is what all-MiniLM-L6-v2 reads before truncating; a longer chunk would be embedded
 # only in part. 32 tokens of overlap keep a sentence cut at a boundary whole in one of the two.
@@ -87,6 +93,39 @@ def _chunks(
     for i, (start, end, chunk) in enumerate(windows):
         doc_id = base_id if single else f"{base_id}#{i}"
         yield Document(doc_id, chunk, {**meta, "chunk": i, "start": start, "end": end})
+
+
+def _check_window(chunk_tokens: object, overlap: object) -> None:
+    size = check_int(chunk_tokens, "chunk_tokens", minimum=1)
+    step_back = check_int(overlap, "overlap")
+    if not 0 <= step_back < size:
+        raise ConfigError(f"overlap must be in 0..{size - 1}, got {step_back}")
+
+
+def chunk_text(
+    base_id: str,
+    text: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap: int = DEFAULT_OVERLAP,
+    counter: TiktokenCounter | None = None,
+) -> list[Document]:
+    """Split one text (a fetched web page, say) the way files are split: ids ``BASE#0``, ...
+
+    Each chunk's metadata is ``metadata`` plus ``chunk``, ``start`` and ``end``.
+
+    Raises:
+        ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
+        InputError: an id or a text a Document cannot hold.
+    """
+    _check_window(chunk_tokens, overlap)
+    options: dict[str, Any] = {
+        "counter": counter or TiktokenCounter(),
+        "size": chunk_tokens,
+        "overlap": overlap,
+    }
+    return list(_chunks(base_id, text, metadata or {}, always_number=True, **options))
 
 
 def _read_text(path: Path) -> str:
@@ -159,10 +198,7 @@ def iter_documents(
         ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
     """
     if chunk_tokens is not None:
-        check_int(chunk_tokens, "chunk_tokens", minimum=1, optional=True)
-        check_int(overlap, "overlap")
-        if not 0 <= overlap < chunk_tokens:
-            raise ConfigError(f"overlap must be in 0..{chunk_tokens - 1}, got {overlap}")
+        _check_window(chunk_tokens, overlap)
         counter = counter or TiktokenCounter()
     options: dict[str, Any] = {"counter": counter, "size": chunk_tokens, "overlap": overlap}
     seen: dict[str, str] = {}  # id -> where it came from: a repeated id would overwrite silently

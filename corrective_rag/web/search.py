@@ -1,0 +1,138 @@
+"""What every web-search retriever does around its provider's one API call.
+
+:class:`WebSearchRetriever` checks the query and ``top_k``, asks the provider (a subclass's
+``_search``) for results, drops repeated URLs, optionally fetches the top pages, and returns
+ranked :class:`~corrective_rag.types.Hit` s. Subclasses only build the request and read the
+provider's JSON.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import requests
+import structlog
+
+from corrective_rag.errors import ConfigError, SearchError
+from corrective_rag.inputs import check_query
+from corrective_rag.types import Document, Hit
+from corrective_rag.web.fetch import PageFetcher
+from corrective_rag.web.http import JsonCaller, WebSettings
+from corrective_rag.web.results import WebResult, dedupe_by_url, ranked_hits, result_document
+
+__all__ = ["WebSearchRetriever"]
+
+log = structlog.get_logger(__name__)
+
+
+class WebSearchRetriever:
+    """A :class:`~corrective_rag.protocols.Retriever` over a web-search API (see subclasses).
+
+    Args:
+        settings: timeouts, retries, total deadline and size cap of each search call.
+        fetch_pages: download the top results' pages and use their text, chunked, instead of
+            the snippets (needs the ``web`` extra unless ``fetcher`` has its own extractor).
+        fetch_top: how many of the top results' pages to fetch.
+        fetcher: the :class:`PageFetcher` to use; a default one is made when ``fetch_pages``.
+        session: a ``requests.Session`` for the API calls (adapters, proxies).
+        sleep: called with seconds to wait between tries (tests pass a recorder).
+        rng: source of back-off jitter.
+    """
+
+    provider = "web"
+    max_count = 20  # results one call may ask for
+
+    def __init__(
+        self,
+        *,
+        settings: WebSettings | None = None,
+        fetch_pages: bool = False,
+        fetch_top: int = 3,
+        fetcher: PageFetcher | None = None,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        secrets: Collection[str] = (),
+    ) -> None:
+        if settings is not None and not isinstance(settings, WebSettings):
+            raise ConfigError(f"settings must be a WebSettings, got {settings!r}")
+        if not isinstance(fetch_pages, bool):
+            raise ConfigError(f"fetch_pages must be a bool, got {fetch_pages!r}")
+        if isinstance(fetch_top, bool) or not isinstance(fetch_top, int) or fetch_top < 1:
+            raise ConfigError(f"fetch_top must be an int >= 1, got {fetch_top!r}")
+        if fetcher is not None and not isinstance(fetcher, PageFetcher):
+            raise ConfigError(f"fetcher must be a PageFetcher, got {fetcher!r}")
+        if fetch_pages and fetcher is None:
+            fetcher = PageFetcher()  # raises ConfigError when trafilatura is missing
+        self.settings = settings or WebSettings()
+        self.fetch_pages = fetch_pages
+        self.fetch_top = fetch_top
+        self.fetcher = fetcher if fetch_pages else None
+        self._caller = JsonCaller(
+            self.provider, self.settings, secrets=secrets, session=session, sleep=sleep, rng=rng
+        )
+
+    def retrieve(
+        self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        """Search the web for ``query``; at most ``top_k`` hits, ranked 1..n.
+
+        ``where`` filters on plain metadata equality (``{"provider": "tavily"}``).
+
+        Raises:
+            InputError: the query is not usable text.
+            ConfigError: ``top_k`` out of range, or ``where`` uses an operator.
+            SearchError: the API failed after its retries or within its deadline.
+        """
+        query = check_query(query, what="query")
+        # No upper bound: the loop asks for top_k plus every document already judged, and an
+        # API returning fewer results than asked is normal.
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ConfigError(f"top_k must be an int >= 1, got {top_k!r}")
+        if where is not None and not isinstance(where, Mapping):
+            raise ConfigError(f"where must be a mapping or None, got {where!r}")
+        try:
+            # Twice top_k: repeats and unusable URLs are dropped after the call, and a search
+            # costs the same per call whatever the count (Tavily and Brave bill per request).
+            found = self._search(query, min(2 * top_k, self.max_count))
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise SearchError(
+                f"{self.provider}: answer does not have the documented shape "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        results = dedupe_by_url(found)
+        pages: list[list[Document] | None] = [None] * len(results)
+        if self.fetcher is not None and results:
+            pages[: self.fetch_top] = self.fetcher.fetch(results[: self.fetch_top])
+        documents: list[list[Document]] = []
+        for result, page in zip(results, pages, strict=True):
+            if page:
+                documents.append(page)
+            elif (snippet := result_document(result)) is not None:
+                documents.append([snippet])
+        hits = ranked_hits(documents, top_k=top_k, where=where)
+        log.info(
+            "web_search",
+            provider=self.provider,
+            results=len(found),
+            unique=len(results),
+            fetched=sum(1 for p in pages if p),
+            hits=len(hits),
+        )
+        return hits
+
+    def _listed(self, value: object) -> list[dict[str, Any]]:
+        """The result objects with a URL in a JSON list; SearchError when it is not a list."""
+        if not isinstance(value, list):
+            raise SearchError(
+                f"{self.provider}: answer does not have the documented shape "
+                f"(results is {type(value).__name__}, not a list)"
+            )
+        return [r for r in value if isinstance(r, dict) and isinstance(r.get("url"), str)]
+
+    def _search(self, query: str, count: int) -> list[WebResult]:
+        """The provider's results for ``query``, best first (at most about ``count``)."""
+        raise NotImplementedError
