@@ -204,6 +204,17 @@ class DenseIndex:
             yield from zip(got["ids"], got["documents"], strict=True)
             offset += len(got["ids"])
 
+    def metadata_values(self, key: str) -> set[str]:
+        """Every distinct string value of metadata ``key``, page by page."""
+        values: set[str] = set()
+        offset = 0
+        while True:
+            got = self.collection.get(include=["metadatas"], limit=READ_PAGE, offset=offset)
+            if not got["ids"]:
+                return values
+            values.update(str(m[key]) for m in got["metadatas"] if m and m.get(key) is not None)
+            offset += len(got["ids"])
+
     def all_ids(self) -> set[str]:
         """Every stored id."""
         ids: set[str] = set()

@@ -217,10 +217,22 @@ class HybridStore:
         self._check_open()
         return len(self._bm25)
 
-    def ids(self) -> list[str]:
-        """All document ids, in insertion order."""
+    def ids(self, *, where: Mapping[str, Any] | None = None) -> list[str]:
+        """All document ids, in insertion order; with ``where``, those whose metadata match."""
         self._check_open()
-        return self._bm25.ids()
+        if where is None:
+            return self._bm25.ids()
+        if not isinstance(where, Mapping) or not where:
+            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+        with _reading("ids"):
+            allowed = self._dense.matching_ids(where)
+        return [i for i in self._bm25.ids() if i in allowed]
+
+    def sources(self) -> set[str]:
+        """Every distinct ``source`` metadata value: the files the documents came from."""
+        self._check_open()
+        with _reading("sources"):
+            return self._dense.metadata_values("source")
 
     def get(self, ids: Iterable[str]) -> list[Document]:
         """The stored documents among ``ids``, in the order asked; unknown ids are skipped."""
