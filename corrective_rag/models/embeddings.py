@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -183,19 +183,29 @@ class SentenceTransformerEmbedder:
         self._cache_size = cache_size
         self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._model: SentenceTransformer | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the cache only, never held while encoding
+        self._load_lock = threading.Lock()
+        self._batcher = _Batcher(self._encode)
         self.texts_embedded = 0  # how many texts went through the model (cache misses)
 
     def _load(self) -> SentenceTransformer:
-        if self._model is None:
-            from sentence_transformers import SentenceTransformer
+        with self._load_lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
 
-            source = _model_source(self.name)
-            try:
-                self._model = SentenceTransformer(source, device=self.device)
-            except Exception as exc:
-                raise ConfigError(f"could not load embedding model {self.name!r}: {exc}") from exc
-        return self._model
+                source = _model_source(self.name)
+                try:
+                    self._model = SentenceTransformer(source, device=self.device)
+                except Exception as exc:
+                    raise ConfigError(
+                        f"could not load embedding model {self.name!r}: {exc}"
+                    ) from exc
+            return self._model
+
+    def clear_cache(self) -> None:
+        """Forget every cached embedding (benchmarks measure cold embedding this way)."""
+        with self._lock:
+            self._cache.clear()
 
     def tokenizer(self) -> ModelTokenizer:
         """This model's tokenizer, for sizing chunks (loads no weights)."""
@@ -212,37 +222,109 @@ class SentenceTransformerEmbedder:
         return int(value)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Return L2-normalised float32 embeddings, shape ``(len(texts), dimension)``."""
+        """Return L2-normalised float32 embeddings, shape ``(len(texts), dimension)``.
+
+        Safe to call from many threads: texts asked for at the same time are encoded together
+        in one batch by one of the callers (one forward pass serves all), and the cache is
+        locked only to read and fill it.
+        """
         if isinstance(texts, str):
             raise ConfigError("embed() takes a sequence of strings, not one string")
         keys = [text_key(t) for t in texts]
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        missing: dict[str, str] = {}
         with self._lock:
-            missing: dict[str, str] = {}
             for key, text in zip(keys, texts, strict=True):
-                if key not in self._cache and key not in missing:
+                vector = self._cache.get(key)
+                if vector is not None:
+                    found[key] = vector
+                    self._cache.move_to_end(key)
+                elif key not in missing:
                     missing[key] = text
-            fresh: dict[str, npt.NDArray[np.float32]] = {}
-            if missing:
-                model = self._load()
-                vectors = model.encode(
-                    list(missing.values()),
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+        if missing:
+            vectors = self._batcher.encode(list(missing.values()))
+            fresh = dict(zip(missing, vectors, strict=True))
+            found.update(fresh)
+            with self._lock:
                 self.texts_embedded += len(missing)
-                for key, vector in zip(missing, vectors, strict=True):
-                    fresh[key] = np.asarray(vector, dtype=np.float32)
-            rows = [fresh[k] if k in fresh else self._cache[k] for k in keys]
-            if self._cache_size:
-                for key, vector in fresh.items():
-                    self._cache[key] = vector
-                for key in keys:
-                    if key in self._cache:
-                        self._cache.move_to_end(key)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        if not rows:
+                if self._cache_size:
+                    self._cache.update(fresh)
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+        if not keys:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.vstack(rows).astype(np.float32, copy=False)
+        return np.vstack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def _encode(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:
+        model = self._load()
+        vectors = model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [np.asarray(v, dtype=np.float32) for v in vectors]
+
+
+class _Request:
+    """Texts one caller waits for, and their vectors (or the error) once encoded."""
+
+    __slots__ = ("done", "error", "texts", "vectors")
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.vectors: list[npt.NDArray[np.float32]] = []
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class _Batcher:
+    """Group commit for encoding: concurrent callers' texts go through the model together.
+
+    A caller queues its texts; if no one is encoding, it becomes the leader, takes everything
+    queued and encodes it in one call, hands each caller its rows and wakes them. Callers that
+    arrive meanwhile wait and are served by the next leader, one of themselves. One caller alone
+    encodes at once (no added latency); N callers share forward passes instead of queueing N of
+    them, and the model is never used by two threads at a time.
+    """
+
+    def __init__(self, encode: Callable[[list[str]], list[npt.NDArray[np.float32]]]) -> None:
+        self._encode = encode
+        self._cond = threading.Condition()
+        self._queue: list[_Request] = []
+        self._busy = False
+
+    def encode(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:
+        request = _Request(texts)
+        with self._cond:
+            self._queue.append(request)
+            while self._busy and not request.done:
+                self._cond.wait()
+            if not request.done:
+                self._busy = True
+                batch, self._queue = self._queue, []
+        if not request.done:
+            self._lead(batch)
+        if request.error is not None:
+            raise request.error
+        return request.vectors
+
+    def _lead(self, batch: list[_Request]) -> None:
+        try:
+            vectors = self._encode([t for r in batch for t in r.texts])
+            if len(vectors) != sum(len(r.texts) for r in batch):
+                raise ConfigError(f"the model returned {len(vectors)} vectors")
+            start = 0
+            for r in batch:
+                r.vectors = vectors[start : start + len(r.texts)]
+                start += len(r.texts)
+        except BaseException as exc:  # every waiter gets the error, not only the leader
+            for r in batch:
+                r.error = exc
+        finally:
+            with self._cond:
+                for r in batch:
+                    r.done = True
+                self._busy = False
+                self._cond.notify_all()

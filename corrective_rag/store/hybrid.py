@@ -41,8 +41,8 @@ from corrective_rag.store.chroma import ChromaIndex, open_collection
 from corrective_rag.store.dense import DenseIndex, Record, embed_documents
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import (
+    SavedBM25,
     WriterLock,
-    bm25_path,
     load_consistent,
     new_stamp,
     readable_copy,
@@ -150,6 +150,7 @@ class HybridStore:
         self._stamp: str | None = None
         self._dense_index: DenseIndex | None = None
         self._bm25_index: BM25Index | None = None
+        self._undo: int | None = None  # the BM25 log's length before the write in progress
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -402,7 +403,7 @@ class HybridStore:
         """
         self._check_open()
         self._check_query(query, top_k, where)
-        with self._lock, _reading("retrieve"):
+        with _reading("retrieve"):  # no lock: readers run in parallel (see _runs)
             runs = self._runs(query, max(self.candidates, top_k), where, ("bm25", "dense"))
             if runs is None:
                 return []
@@ -425,7 +426,7 @@ class HybridStore:
         if leg not in LEGS:
             raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
         self._check_query(query, top_k, where)
-        with self._lock, _reading("search"):
+        with _reading("search"):
             runs = self._runs(query, top_k, where, (leg,))
             if runs is None:
                 return []
@@ -442,7 +443,13 @@ class HybridStore:
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
     ) -> dict[str, list[tuple[str, float]]] | None:
-        """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing."""
+        """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing.
+
+        Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the dense
+        backend are each safe for concurrent readers. A query that runs during a write may see
+        one leg before the write and the other after it; hits whose document vanished are
+        dropped (:meth:`_hits`).
+        """
         allowed = self._dense.matching_ids(where) if where else None
         if allowed is not None and not allowed:
             return None
@@ -539,6 +546,8 @@ class HybridStore:
         old_tokens: Mapping[str, list[str]],
     ) -> None:
         """Run ``change`` on both sides and commit; on any failure put both sides back."""
+        if self.directory is not None:  # where a failed write cuts the BM25 log back to
+            self._undo = SavedBM25(self.directory, self.collection_name).log_size()
         try:
             change()
             self._commit()
@@ -550,11 +559,13 @@ class HybridStore:
             raise
 
     def _commit(self) -> None:
-        """Stamp both persistent sides with a fresh stamp (file first, then chroma)."""
+        """Stamp both persistent sides with a fresh stamp (BM25 file first, then chroma)."""
         if self.directory is None:
+            self._bm25.take_changes()
             return
         stamp = new_stamp()
-        self._bm25.save(bm25_path(self.directory, self.collection_name), stamp)
+        saved = SavedBM25(self.directory, self.collection_name)
+        self._undo = saved.commit(self._bm25, self._stamp or "", stamp)
         self._dense.set_stamp(stamp)
         self._stamp = stamp
 
@@ -569,8 +580,11 @@ class HybridStore:
             self._bm25.delete([i for i in ids if i not in old_tokens])
             self._bm25.put_tokens(old_tokens)
             if self.directory is not None and self._stamp is not None:
-                self._bm25.save(bm25_path(self.directory, self.collection_name), self._stamp)
+                saved = SavedBM25(self.directory, self.collection_name)
+                saved.undo(self._undo, self._bm25, self._stamp)
                 self._dense.set_stamp(self._stamp)
+            else:
+                self._bm25.take_changes()
         except Exception as exc:
             log.error("store_rollback_failed", error=str(exc))
             raise StoreConsistencyError(
