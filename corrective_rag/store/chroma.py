@@ -9,6 +9,9 @@ upsert with unchanged text reuses the stored vector instead of embedding the tex
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,9 +22,10 @@ import structlog
 from corrective_rag.errors import InputError, StoreError
 from corrective_rag.models.embeddings import text_key
 from corrective_rag.store.dense import HASH_KEY, RESERVED_PREFIX, Record
+from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
 
-__all__ = ["ChromaIndex", "open_collection"]
+__all__ = ["ChromaIndex", "open_collection", "readable_copy", "store_state"]
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +45,44 @@ def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
     if isinstance(exc, ValueError) or type(exc).__module__.startswith("chromadb.errors"):
         return InputError(f"invalid metadata filter {where!r}: {exc}")
     return StoreError(f"chroma query failed: {exc}")
+
+
+MARKER = "chroma.sqlite3"  # a folder holding it is a store (chroma writes it at the first open)
+
+
+def store_state(directory: str) -> str:
+    """What ``directory`` is: a ``"store"``, ``"empty"``, ``"missing"``, ``"file"`` or ``"other"``.
+
+    A folder holding only our lock file counts as empty; ``"other"`` is a folder of other files.
+    """
+    if not os.path.exists(directory):
+        return "missing"
+    if not os.path.isdir(directory):
+        return "file"
+    names = set(os.listdir(directory))
+    if MARKER in names:
+        return "store"
+    return "empty" if names <= {LOCK_NAME} else "other"
+
+
+def readable_copy(directory: str) -> tuple[str, Callable[[], None]]:
+    """A folder chromadb can open for reading ``directory``, and how to clean it up.
+
+    chromadb writes to its database even to read (it opens it for writing), so a folder this
+    process cannot write to is copied to a temporary folder first (logged: it costs the size
+    of the store). A writable folder is used in place.
+    """
+    if os.access(directory, os.W_OK) and os.access(os.path.join(directory, MARKER), os.W_OK):
+        return directory, lambda: None
+    tmp = tempfile.mkdtemp(prefix="crag-readonly-")
+    copy = os.path.join(tmp, "store")
+    shutil.copytree(directory, copy, ignore=shutil.ignore_patterns(LOCK_NAME))
+    for root, dirs, files in os.walk(copy):  # copies keep the read-only modes
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o700 if name in dirs else 0o600)
+    os.chmod(copy, 0o700)
+    log.info("store_read_from_copy", directory=directory, copy=copy)
+    return copy, lambda: shutil.rmtree(tmp, ignore_errors=True)
 
 
 def open_collection(client: Any, name: str) -> Any:

@@ -37,7 +37,7 @@ from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
-from corrective_rag.store.chroma import ChromaIndex, open_collection
+from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
 from corrective_rag.store.dense import DenseIndex, Record, embed_documents
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import (
@@ -45,9 +45,7 @@ from corrective_rag.store.persist import (
     WriterLock,
     load_consistent,
     new_stamp,
-    readable_copy,
     rebuild,
-    store_state,
 )
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document, Hit, LegScore
