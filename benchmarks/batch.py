@@ -7,6 +7,13 @@ query's batches one after another (``max_workers=1``) so that every level measur
 runner's own concurrency, and each level gets a fresh evaluator (an empty verdict cache).
 
     python benchmarks/batch.py --latency-ms 200 --queries 64 --json OUT.json
+
+With ``--retriever hybrid --evaluator local`` it measures the offline path instead, CPU-bound:
+an in-memory ``HybridStore`` over the same docstrings (the real embedding model) and the local
+judge and rewriter, no LLM. The embedder's cache is emptied before each level, so that every
+level embeds the same texts.
+
+    python benchmarks/batch.py --retriever hybrid --evaluator local --queries 64 --json OUT.json
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 LEVELS = (1, 2, 4, 8)
 
@@ -34,6 +42,74 @@ def _queries(n: int, seed: int) -> list:
         Query(f"q{i:03d}", d.text.split(": ", 1)[1].split(". ")[0][:200])
         for i, d in enumerate(picked)
     ]
+
+
+def _entry(level: int, wall: float, n_queries: int, summary: Any) -> dict:
+    return {
+        "concurrency": level,
+        "wall_seconds": round(wall, 3),
+        "throughput_qps": round(n_queries / wall, 3),
+        "ok": summary.ok,
+        "failures": summary.failures,
+        "mean_iterations": round(summary.mean_iterations, 3),
+        "latency_p50": round(summary.latency_p50, 3),
+        "latency_p95": round(summary.latency_p95, 3),
+    }
+
+
+def _add_scaling(by_level: dict, levels: tuple[int, ...]) -> None:
+    base = by_level[str(levels[0])]["throughput_qps"] / levels[0]
+    for entry in by_level.values():
+        entry["scaling_vs_linear"] = round(
+            entry["throughput_qps"] / (base * entry["concurrency"]), 3
+        )
+
+
+def run_local(n_queries: int, levels: tuple[int, ...], seed: int) -> dict:
+    """The offline path at each concurrency: HybridStore retrieval and the local judge."""
+    from corrective_rag.cli.demo import stdlib_documents
+    from corrective_rag.evaluate.local import LocalEvaluator
+    from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+    from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+    from corrective_rag.rewrite.local import LocalRewriter
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.store.hybrid import HybridStore
+
+    queries = _queries(n_queries, seed)
+    embedder = SentenceTransformerEmbedder()
+    by_level = {}
+    with HybridStore.in_memory(embedder=embedder) as store, tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        store.add(stdlib_documents())
+        print(json.dumps({"indexed": len(store), "seconds": round(time.perf_counter() - start, 1)}))
+        for level in levels:
+            embedder.clear_cache()
+            orch = CorrectiveRAGOrchestrator(
+                store,
+                LocalEvaluator(embedder, idf=store.idf),
+                LocalRewriter(idf=store.idf),
+                max_iterations=3,
+                top_k=5,
+            )
+            start = time.perf_counter()
+            summary = run_batch(
+                queries,
+                orch.run,
+                out_path=Path(tmp) / f"c{level}.jsonl",
+                concurrency=level,
+                progress=False,
+            )
+            wall = time.perf_counter() - start
+            by_level[str(level)] = _entry(level, wall, n_queries, summary)
+            print(json.dumps(by_level[str(level)]))
+    _add_scaling(by_level, levels)
+    return {
+        "benchmark": "batch",
+        "retriever": "hybrid",
+        "evaluator": "local",
+        "queries": n_queries,
+        "by_concurrency": by_level,
+    }
 
 
 def run(
@@ -79,22 +155,11 @@ def run(
                 Path(keep).mkdir(parents=True, exist_ok=True)
                 shutil.copy(Path(tmp) / f"c{level}.jsonl", Path(keep) / f"c{level}.jsonl")
             by_level[str(level)] = {
-                "concurrency": level,
-                "wall_seconds": round(wall, 3),
-                "throughput_qps": round(n_queries / wall, 3),
-                "ok": summary.ok,
-                "failures": summary.failures,
+                **_entry(level, wall, n_queries, summary),
                 "llm_requests": server.request_count - before,
-                "mean_iterations": round(summary.mean_iterations, 3),
-                "latency_p50": round(summary.latency_p50, 3),
-                "latency_p95": round(summary.latency_p95, 3),
             }
             print(json.dumps(by_level[str(level)]))
-    base = by_level[str(levels[0])]["throughput_qps"] / levels[0]
-    for entry in by_level.values():
-        entry["scaling_vs_linear"] = round(
-            entry["throughput_qps"] / (base * entry["concurrency"]), 3
-        )
+    _add_scaling(by_level, levels)
     return {
         "benchmark": "batch",
         "latency_ms": latency_ms,
@@ -111,12 +176,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT.json")
     parser.add_argument("--keep-results", metavar="DIR", help="copy each level's results file here")
+    parser.add_argument("--retriever", choices=("list", "hybrid"), default="list")
+    parser.add_argument("--evaluator", choices=("llm", "local"), default="llm")
     args = parser.parse_args()
     from corrective_rag.cli.main import configure_logging
 
     configure_logging(verbose=False)  # per-iteration log lines would swamp the figures
     levels = tuple(int(x) for x in args.levels.split(","))
-    report = run(args.latency_ms, args.queries, levels, args.seed, args.keep_results)
+    if (args.retriever, args.evaluator) == ("hybrid", "local"):
+        report = run_local(args.queries, levels, args.seed)
+    elif (args.retriever, args.evaluator) == ("list", "llm"):
+        report = run(args.latency_ms, args.queries, levels, args.seed, args.keep_results)
+    else:
+        parser.error("combine --retriever hybrid with --evaluator local, or neither")
     print(json.dumps({k: v["throughput_qps"] for k, v in report["by_concurrency"].items()}))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -28,8 +28,6 @@ __all__ = [
     "cmd_run",
 ]
 
-_ADD_BATCH = 256  # documents per store write: one progress step, bounded memory per call
-
 
 def options(args: argparse.Namespace) -> Any:
     from corrective_rag.cli.wiring import Options
@@ -152,50 +150,45 @@ def results_path(text: str) -> Path:
     return path
 
 
-def _beir_corpus(path: Path) -> Path | None:
-    """``corpus.jsonl`` of a BEIR folder (not its queries.jsonl), or None for other paths."""
-    if path.is_dir() and (path / "corpus.jsonl").is_file():
-        return path / "corpus.jsonl"
-    return path if path.name == "corpus.jsonl" else None
-
-
-def _documents(args: argparse.Namespace) -> list[Any]:
-    from corrective_rag.store.loaders import load_documents
-
-    paths = [Path(p) for p in args.paths]
-    for path in paths:
-        if not path.exists():
-            raise InputError(f"no such file or folder: {path}")
-    beir = [c for c in map(_beir_corpus, paths) if c is not None]
-    files = [p for p in paths if _beir_corpus(p) is None]
-    # BEIR documents stay whole so their ids match the relevance judgements.
-    docs = load_documents(beir, chunk_tokens=None, skip_empty=True) if beir else []
-    if files:
-        docs += load_documents(files, chunk_tokens=args.chunk_tokens, overlap=args.overlap)
-    if not docs:
-        raise InputError(f"no documents found in {', '.join(map(str, paths))}")
-    return docs
-
-
 def cmd_index(args: argparse.Namespace) -> int:
-    """Add documents to the store, with a progress bar."""
+    """Add files to the store (a file's chunks replaced as one unit), with a progress bar."""
+    import itertools
+
     from tqdm import tqdm
 
     from corrective_rag.cli.wiring import open_store
+    from corrective_rag.store.indexing import index_documents, read_paths
 
     if args.no_progress:
         quiet_progress()
-    docs = _documents(args)
-    store = open_store(options(args), create=True)
-    with (
-        store,
-        tqdm(total=len(docs), unit="doc", file=sys.stderr, disable=args.no_progress) as bar,
-    ):
-        for start in range(0, len(docs), _ADD_BATCH):
-            chunk = docs[start : start + _ADD_BATCH]
-            store.upsert(chunk)
-            bar.update(len(chunk))
-    _out(f"indexed {len(docs)} documents into {args.store or args.chroma_host}")
+    docs = read_paths(args.paths, chunk_tokens=args.chunk_tokens, overlap=args.overlap)
+    first = next(docs, None)  # a folder with nothing to index fails before a store is made
+    if first is None:
+        raise InputError(f"no documents found in {', '.join(args.paths)}")
+    bars: list[Any] = []  # shown from the first write on: a bad first file prints one line
+
+    def progress(n: int) -> None:
+        if not bars:
+            bars.append(tqdm(unit="doc", file=sys.stderr, disable=args.no_progress))
+        bars[0].update(n)
+
+    try:
+        with open_store(options(args), create=True) as store:
+            report = index_documents(
+                store,
+                itertools.chain([first], docs),
+                roots=args.paths,
+                prune=args.prune,
+                progress=progress,
+            )
+    finally:
+        for bar in bars:
+            bar.close()
+    changes = f"{report.replaced} stale chunks replaced, {report.pruned} pruned"
+    _out(
+        f"indexed {report.documents} documents from {report.files} files into "
+        f"{args.store or args.chroma_host} ({changes})"
+    )
     return 0
 
 

@@ -101,8 +101,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="add files or a BEIR corpus to a store")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or BEIR corpus.jsonl")
-    p.add_argument("--chunk-tokens", type=_positive, default=200, metavar="N")
-    p.add_argument("--overlap", type=int, default=40, metavar="N")
+    from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
+
+    p.add_argument(
+        "--chunk-tokens",
+        type=_positive,
+        default=DEFAULT_CHUNK_TOKENS,
+        metavar="N",
+        help=f"chunk size in the embedding model's tokens (default {DEFAULT_CHUNK_TOKENS})",
+    )
+    p.add_argument("--overlap", type=int, default=DEFAULT_OVERLAP, metavar="N")
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete documents of files no longer found under the given folders",
+    )
     p.add_argument("--no-progress", action="store_true")
     _pipeline_flags(p)
     p.set_defaults(handler="cmd_index")

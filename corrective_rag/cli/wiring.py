@@ -50,19 +50,20 @@ class Options:
 def open_store(opts: Options, *, create: bool = False) -> Any:
     """Open the hybrid store named by ``--store`` (or ``--chroma-host``); close it after use.
 
+    Only ``index`` passes ``create``: it may make a store in a new or empty folder. Every other
+    command opens an existing store read-only, and a folder that is not a store is refused
+    before anything is written into it.
+
     Raises:
-        InputError: when the store folder is missing and ``create`` is False.
+        StoreError: the folder is not a store (or, without ``create``, holds none).
     """
     if not opts.chroma_host and not opts.store:
         raise ConfigError("give --store DIR (or --chroma-host HOST)")
-    path = Path(opts.store or ".")
-    if not opts.chroma_host and not create and not path.is_dir():
-        raise InputError(f"store not found: {path} (create it with 'corrective-rag index')")
     from corrective_rag.store.hybrid import HybridStore
 
     if opts.chroma_host:
         return HybridStore.connect(opts.chroma_host, opts.chroma_port)
-    return HybridStore.open(path)
+    return HybridStore.open(Path(opts.store or "."), create=create, read_only=not create)
 
 
 def check_reachable(base_url: str) -> None:

@@ -64,6 +64,21 @@ class BM25Index:
         self._stale = True
         self._lock = threading.RLock()
         self._cls = bm25_class(prefer_fast)
+        # id -> tokens (None: deleted) since the last take_changes(); None: not tracked
+        self._changes: dict[str, list[str] | None] | None = None
+
+    def track_changes(self) -> None:
+        """Start recording writes for :meth:`take_changes` (persistent stores save them)."""
+        with self._lock:
+            self._changes = {}
+
+    def take_changes(self) -> dict[str, list[str] | None]:
+        """The writes since the last call, ``id -> tokens`` (``None``: deleted); forgets them."""
+        with self._lock:
+            if self._changes is None:
+                return {}
+            changes, self._changes = self._changes, {}
+            return changes
 
     @property
     def implementation(self) -> str:
@@ -78,7 +93,8 @@ class BM25Index:
 
     def ids(self) -> list[str]:
         """Document ids in insertion order."""
-        return list(self._tokens)
+        with self._lock:
+            return list(self._tokens)
 
     def tokens(self, doc_id: str) -> list[str]:
         """The stored tokens of one document (a copy)."""
@@ -89,6 +105,8 @@ class BM25Index:
         with self._lock:
             for doc_id, text in items:
                 self._tokens[doc_id] = tokenize(text)
+                if self._changes is not None:
+                    self._changes[doc_id] = self._tokens[doc_id]
             self._stale = True
 
     def put_tokens(self, items: Mapping[str, list[str]]) -> None:
@@ -96,13 +114,16 @@ class BM25Index:
         with self._lock:
             for doc_id, toks in items.items():
                 self._tokens[doc_id] = list(toks)
+                if self._changes is not None:
+                    self._changes[doc_id] = self._tokens[doc_id]
             self._stale = True
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove documents; unknown ids are ignored."""
         with self._lock:
             for doc_id in ids:
-                self._tokens.pop(doc_id, None)
+                if self._tokens.pop(doc_id, None) is not None and self._changes is not None:
+                    self._changes[doc_id] = None
             self._stale = True
 
     def _built(self) -> Any:
@@ -126,11 +147,19 @@ class BM25Index:
             return 0.0
         return float(model.idf.get(term, 0.0))
 
-    def scores(self, query_tokens: list[str]) -> tuple[list[str], np.ndarray]:
-        """All documents' scores for the tokens: ``(ids, scores)`` in index order."""
+    def _snapshot(self) -> tuple[Any, list[str], dict[str, int]]:
+        """The built model with its ids and positions, taken together under the lock.
+
+        A write replaces these objects (never mutates them), so a reader keeps a consistent
+        view after releasing the lock while a writer goes on.
+        """
         with self._lock:
             model = self._built()
-            ids = self._ids
+            return model, self._ids, self._position
+
+    def scores(self, query_tokens: list[str]) -> tuple[list[str], np.ndarray]:
+        """All documents' scores for the tokens: ``(ids, scores)`` in index order."""
+        model, ids, _ = self._snapshot()
         if model is None or not query_tokens:
             return ids, np.zeros(len(ids))
         return ids, np.asarray(model.get_scores(query_tokens), dtype=np.float64)
@@ -142,16 +171,20 @@ class BM25Index:
 
         Documents that match no query token (score 0) are left out, so a leg never votes for a
         document it knows nothing about. ``allowed`` restricts the candidates (metadata filters).
-        Ties are broken by insertion order.
+        Ties are broken by insertion order. Safe to call from several threads, also while
+        another thread writes (the query sees the index before or after the write).
         """
         if k <= 0:
             raise ConfigError(f"k must be > 0, got {k}")
-        ids, scores = self.scores(tokenize(query))
-        if not ids:
+        model, ids, position = self._snapshot()
+        tokens = tokenize(query)
+        if model is None or not ids:
             return []
+        scores = (
+            np.asarray(model.get_scores(tokens), dtype=np.float64) if tokens else np.zeros(len(ids))
+        )
         if allowed is not None:
-            with self._lock:
-                rows = [self._position[i] for i in allowed if i in self._position]
+            rows = [position[i] for i in allowed if i in position]
             mask = np.zeros(len(ids), dtype=bool)
             mask[rows] = True
             scores = np.where(mask, scores, 0.0)

@@ -1,37 +1,48 @@
-"""The dense leg: a chromadb collection fed with embeddings we compute ourselves.
+"""The seam between the hybrid store and its dense backend: the :class:`DenseIndex` protocol.
 
-chromadb never embeds anything here: collections are opened with ``embedding_function=None`` and
-every write passes ``embeddings=``, every query ``query_embeddings=`` (its default function would
-try to download an ONNX model). Each record's metadata carries a content hash of its text, so an
-upsert with unchanged text reuses the stored vector instead of embedding the text again.
+A dense backend stores each document's text, metadata and vector, and finds the nearest vectors
+to a query vector. It never embeds: :class:`~corrective_rag.store.hybrid.HybridStore` computes
+every vector with its embedder (:func:`embed_documents`) and hands it over. chromadb
+(:class:`~corrective_rag.store.chroma.ChromaIndex`) is the one shipped backend; another is one
+new module implementing the methods below.
+
+Contract:
+
+* Records are whole: :meth:`DenseIndex.write` replaces a stored record's text, metadata and
+  vector together (a metadata key the new document lacks is gone afterwards).
+* ``where`` filters use chromadb's metadata filter language (``{"kind": "x"}``, ``$and``,
+  ``$or``, ``$in``, ``$eq``, ``$ne``, ``$gt``/``$gte``/``$lt``/``$lte``, ``$nin``); a backend
+  translates it and raises :class:`~corrective_rag.errors.InputError` for a filter it cannot
+  read. Metadata keys starting with :data:`RESERVED_PREFIX` belong to the store; a backend may
+  keep its own there and must leave them out of the documents it returns.
+* Scores are cosine similarities (higher is better); vectors are L2-normalised float32.
+* ``stamp`` is a version string kept with the data; persistent stores compare it with the BM25
+  side's at open. A backend with no place for it may keep it anywhere durable beside the data.
+* Unknown ids are skipped by every read and ignored by :meth:`DenseIndex.delete`.
+* Foreign exceptions may escape; the store maps them to :class:`~corrective_rag.errors.StoreError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 import structlog
 
-from corrective_rag.errors import InputError, StoreError
-from corrective_rag.models.embeddings import text_key
+from corrective_rag.errors import StoreError
 from corrective_rag.protocols import Embedder
 from corrective_rag.types import Document
 
-__all__ = ["HASH_KEY", "RESERVED_PREFIX", "DenseIndex", "Record"]
+__all__ = ["HASH_KEY", "RESERVED_PREFIX", "DenseIndex", "Record", "embed_documents"]
 
 log = structlog.get_logger(__name__)
 
 RESERVED_PREFIX = "_crag_"  # metadata keys the store writes itself; users may not
 HASH_KEY = "_crag_hash"
-STAMP_KEY = "crag_stamp"  # in the collection's metadata: ties it to the saved BM25 side
-# chromadb rejects batches above its max_batch_size (~5461 on 1.5); stay clear of it.
-WRITE_BATCH = 5000
 EMBED_BATCH = 1024  # texts per embed() call: bounds memory, lets progress be logged
-READ_PAGE = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,81 +53,21 @@ class Record:
     embedding: npt.NDArray[np.float32]
 
 
-def _strip(meta: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {k: v for k, v in (meta or {}).items() if not k.startswith(RESERVED_PREFIX)}
-
-
-def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
-    """Map chromadb's argument errors (a bad ``where``) to InputError, others to StoreError."""
-    # chromadb is imported lazily, so its error classes are recognised by module, not imported
-    if isinstance(exc, ValueError) or type(exc).__module__.startswith("chromadb.errors"):
-        return InputError(f"invalid metadata filter {where!r}: {exc}")
-    return StoreError(f"chroma query failed: {exc}")
-
-
-class DenseIndex:
-    """Vectors of documents in one chromadb collection (cosine space).
-
-    Args:
-        collection: a chromadb collection created with cosine space and no embedding function.
-        embedder: computes document and query embeddings.
-    """
-
-    def __init__(self, collection: Any, embedder: Embedder) -> None:
-        self.collection = collection
-        self.embedder = embedder
+@runtime_checkable
+class DenseIndex(Protocol):
+    """Documents with vectors, searched by cosine similarity (see the module's contract)."""
 
     def count(self) -> int:
         """Number of stored documents."""
-        return int(self.collection.count())
-
-    def existing(self, ids: Sequence[str]) -> set[str]:
-        """Which of ``ids`` are stored."""
-        found: set[str] = set()
-        for start in range(0, len(ids), READ_PAGE):
-            got = self.collection.get(ids=list(ids[start : start + READ_PAGE]), include=[])
-            found.update(got["ids"])
-        return found
+        ...
 
     def records(self, ids: Sequence[str]) -> dict[str, Record]:
-        """The stored records among ``ids`` (text, metadata and vector)."""
-        out: dict[str, Record] = {}
-        for start in range(0, len(ids), READ_PAGE):
-            got = self.collection.get(
-                ids=list(ids[start : start + READ_PAGE]),
-                include=["documents", "metadatas", "embeddings"],
-            )
-            for i, doc_id in enumerate(got["ids"]):
-                doc = Document(doc_id, got["documents"][i], _strip(got["metadatas"][i]))
-                vec = np.asarray(got["embeddings"][i], dtype=np.float32)
-                out[doc_id] = Record(doc, vec)
-        return out
+        """The stored records among ``ids``: document (text, metadata) and vector."""
+        ...
 
-    def embed_documents(
-        self, documents: Sequence[Document], previous: Mapping[str, Record]
-    ) -> npt.NDArray[np.float32]:
-        """Vectors for ``documents``, reusing the stored vector where the text is unchanged."""
-        rows: list[npt.NDArray[np.float32] | None] = []
-        todo: list[int] = []
-        for i, doc in enumerate(documents):
-            old = previous.get(doc.id)
-            if old is not None and old.document.text == doc.text:
-                rows.append(old.embedding)
-            else:
-                rows.append(None)
-                todo.append(i)
-        for start in range(0, len(todo), EMBED_BATCH):
-            batch = todo[start : start + EMBED_BATCH]
-            vectors = self.embedder.embed([documents[i].text for i in batch])
-            if vectors.shape[0] != len(batch):
-                raise StoreError(f"embedder returned {vectors.shape[0]} vectors for {len(batch)}")
-            for i, vec in zip(batch, vectors, strict=True):
-                rows[i] = vec
-            if len(todo) > EMBED_BATCH:
-                log.info("embedded", done=min(start + EMBED_BATCH, len(todo)), total=len(todo))
-        if not rows:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.vstack([r for r in rows if r is not None]).astype(np.float32, copy=False)
+    def documents(self, ids: Sequence[str]) -> dict[str, Document]:
+        """The stored documents among ``ids``, without vectors."""
+        ...
 
     def write(
         self,
@@ -124,106 +75,75 @@ class DenseIndex:
         embeddings: npt.NDArray[np.float32],
         previous: Mapping[str, Record],
     ) -> None:
-        """Upsert documents with their vectors, in batches chromadb accepts.
+        """Store (insert or replace whole) ``documents`` with their vectors, row for row.
 
-        chromadb's upsert merges metadata into a stored record's; keys the new document lacks
-        are sent as ``None`` (chroma's way to delete a key), so a record is replaced whole.
+        ``previous`` holds the records now stored under those ids, for backends that must
+        clear what a replacement drops.
         """
-        for start in range(0, len(documents), WRITE_BATCH):
-            batch = documents[start : start + WRITE_BATCH]
-            metadatas: list[dict[str, Any]] = []
-            for doc in batch:
-                meta: dict[str, Any] = {**doc.metadata, HASH_KEY: text_key(doc.text)}
-                old = previous.get(doc.id)
-                if old is not None:
-                    meta.update({k: None for k in old.document.metadata if k not in meta})
-                metadatas.append(meta)
-            self.collection.upsert(
-                ids=[d.id for d in batch],
-                embeddings=embeddings[start : start + WRITE_BATCH],
-                documents=[d.text for d in batch],
-                metadatas=metadatas,
-            )
+        ...
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete records; unknown ids are ignored."""
-        for start in range(0, len(ids), WRITE_BATCH):
-            self.collection.delete(ids=list(ids[start : start + WRITE_BATCH]))
-
-    def restore(self, new_ids: Sequence[str], previous: Mapping[str, Record]) -> None:
-        """Undo a write: delete ``new_ids`` that did not exist before, put back ``previous``."""
-        self.delete([i for i in new_ids if i not in previous])
-        if previous:
-            docs = [r.document for r in previous.values()]
-            current = self.records(list(previous))
-            self.write(docs, np.vstack([r.embedding for r in previous.values()]), current)
+        ...
 
     def query(
         self, vector: npt.NDArray[np.float32], n: int, where: Mapping[str, Any] | None
     ) -> list[tuple[str, float]]:
-        """The ``n`` nearest ``(id, cosine similarity)`` pairs, optionally filtered."""
-        total = self.count()
-        if total == 0:
-            return []
-        try:
-            got = self.collection.query(
-                query_embeddings=[np.asarray(vector, dtype=np.float32)],
-                n_results=min(n, total),
-                where=dict(where) if where else None,
-                include=["distances"],
-            )
-        except Exception as exc:
-            raise _filter_error(exc, where) from exc
-        ids = got["ids"][0]
-        distances = got["distances"][0] if got["distances"] else []
-        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+        """The ``n`` nearest ``(id, cosine similarity)`` pairs, best first, within ``where``."""
+        ...
 
     def matching_ids(self, where: Mapping[str, Any]) -> set[str]:
-        """Ids of the documents whose metadata satisfy a chromadb ``where`` filter."""
-        try:
-            got = self.collection.get(where=dict(where), include=[])
-        except Exception as exc:
-            raise _filter_error(exc, where) from exc
-        return set(got["ids"])
-
-    def documents(self, ids: Sequence[str]) -> dict[str, Document]:
-        """Stored documents by id (without vectors)."""
-        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return {
-            doc_id: Document(doc_id, got["documents"][i], _strip(got["metadatas"][i]))
-            for i, doc_id in enumerate(got["ids"])
-        }
+        """Ids of the documents whose metadata satisfy ``where``."""
+        ...
 
     def iter_all(self) -> Iterator[tuple[str, str]]:
-        """Every stored ``(id, text)``, page by page (used to rebuild the BM25 side)."""
-        offset = 0
-        while True:
-            got = self.collection.get(include=["documents"], limit=READ_PAGE, offset=offset)
-            if not got["ids"]:
-                return
-            yield from zip(got["ids"], got["documents"], strict=True)
-            offset += len(got["ids"])
+        """Every stored ``(id, text)`` (used to build the BM25 side)."""
+        ...
 
     def all_ids(self) -> set[str]:
         """Every stored id."""
-        ids: set[str] = set()
-        offset = 0
-        while True:
-            got = self.collection.get(include=[], limit=READ_PAGE, offset=offset)
-            if not got["ids"]:
-                return ids
-            ids.update(got["ids"])
-            offset += len(got["ids"])
+        ...
+
+    def metadata_values(self, key: str) -> set[str]:
+        """Every distinct value of metadata ``key``, as strings."""
+        ...
 
     @property
     def stamp(self) -> str | None:
-        """The version stamp recorded in the collection's metadata."""
-        meta = self.collection.metadata or {}
-        value = meta.get(STAMP_KEY)
-        return str(value) if value is not None else None
+        """The version stamp last set, or None."""
+        ...
 
     def set_stamp(self, stamp: str) -> None:
-        """Record ``stamp`` in the collection's metadata."""
-        meta = dict(self.collection.metadata or {})
-        meta[STAMP_KEY] = stamp
-        self.collection.modify(metadata=meta)
+        """Record the version stamp durably."""
+        ...
+
+    def close(self) -> None:
+        """Free what the backend holds (an in-memory collection is dropped)."""
+        ...
+
+
+def embed_documents(
+    embedder: Embedder, documents: Sequence[Document], previous: Mapping[str, Record]
+) -> npt.NDArray[np.float32]:
+    """Vectors for ``documents``, reusing the stored vector where the text is unchanged."""
+    rows: list[npt.NDArray[np.float32] | None] = []
+    todo: list[int] = []
+    for i, doc in enumerate(documents):
+        old = previous.get(doc.id)
+        if old is not None and old.document.text == doc.text:
+            rows.append(old.embedding)
+        else:
+            rows.append(None)
+            todo.append(i)
+    for start in range(0, len(todo), EMBED_BATCH):
+        batch = todo[start : start + EMBED_BATCH]
+        vectors = embedder.embed([documents[i].text for i in batch])
+        if vectors.shape[0] != len(batch):
+            raise StoreError(f"embedder returned {vectors.shape[0]} vectors for {len(batch)}")
+        for i, vec in zip(batch, vectors, strict=True):
+            rows[i] = vec
+        if len(todo) > EMBED_BATCH:
+            log.info("embedded", done=min(start + EMBED_BATCH, len(todo)), total=len(todo))
+    if not rows:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.vstack([r for r in rows if r is not None]).astype(np.float32, copy=False)

@@ -3,6 +3,12 @@
 Open one with :meth:`HybridStore.in_memory`, :meth:`HybridStore.open` (a directory on disk) or
 :meth:`HybridStore.connect` (a chroma server). Writes go to the dense side first, then BM25; if
 either fails the other is rolled back, so both sides always hold the same documents.
+
+Construction is cheap: it checks arguments (and, for :meth:`~HybridStore.open`, the folder and
+the writer lock) but touches no collection. The heavy step, opening the dense backend and
+loading the BM25 side (checked against the dense side's ids, or built from its whole corpus for
+a server or an in-memory store), is :meth:`HybridStore.warm_up`: done on first use, or
+explicitly by a caller who wants the cost (and any error) up front.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 import structlog
 
 from corrective_rag.errors import (
@@ -28,10 +35,18 @@ from corrective_rag.errors import (
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
+from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
-from corrective_rag.store.dense import DenseIndex, Record
+from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
+from corrective_rag.store.dense import DenseIndex, Record, embed_documents
 from corrective_rag.store.fusion import ConvexFusion, Fusion
-from corrective_rag.store.persist import WriterLock, bm25_path, load_consistent, new_stamp, rebuild
+from corrective_rag.store.persist import (
+    SavedBM25,
+    WriterLock,
+    load_consistent,
+    new_stamp,
+    rebuild,
+)
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document, Hit, LegScore
 
@@ -78,29 +93,33 @@ class HybridStore:
     Prefer the classmethods :meth:`in_memory`, :meth:`open` and :meth:`connect`.
 
     Args:
-        client: a chromadb client.
-        collection: the chroma collection name (3-512 characters).
+        dense: the dense backend (a :class:`~corrective_rag.store.dense.DenseIndex`), or a
+            callable returning one, called by :meth:`warm_up` (so that opening it is lazy).
+        collection: the index's name (3-512 characters): the chroma collection, and the name
+            of the BM25 side's files in ``directory``.
         embedder: computes embeddings; ``SentenceTransformerEmbedder()`` (offline
             all-MiniLM-L6-v2) by default, created lazily.
         fusion: how the legs are fused; ``ConvexFusion(0.5)`` by default (equal weights on
             min-max normalised scores: the best mean nDCG@10 over the four benchmark
             collections, and better than either leg alone on each); ``RRFusion()`` for RRF.
         candidates: how many candidates each leg hands to fusion (at least ``top_k`` is used).
-        directory: for persistent stores, where the BM25 side is saved (and locked).
+        directory: for persistent stores, where the BM25 side is saved.
+        read_only: refuse writes; a persistent store's files are never written (a BM25 side
+            that disagrees with the dense side is rebuilt in memory only).
         prefer_fast_bm25: use ``rank_bm25_rs`` when installed (identical scores to rank_bm25).
     """
 
     def __init__(
         self,
-        client: Any,
+        dense: DenseIndex | Callable[[], DenseIndex],
         *,
         collection: str = DEFAULT_COLLECTION,
         embedder: Embedder | None = None,
         fusion: Fusion | None = None,
         candidates: int = DEFAULT_CANDIDATES,
         directory: str | None = None,
+        read_only: bool = False,
         prefer_fast_bm25: bool = True,
-        _drop_on_close: bool = False,
         _writer: WriterLock | None = None,
     ) -> None:
         if not isinstance(collection, str) or not 3 <= len(collection) <= 512:
@@ -112,35 +131,23 @@ class HybridStore:
             raise ConfigError("fusion must have a fuse(runs) method")
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ConfigError("embedder must have an embed(texts) method")
+        if not isinstance(dense, DenseIndex) and not callable(dense):
+            raise ConfigError("dense must be a DenseIndex or a callable returning one")
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
         self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
         self.collection_name = collection
         self.directory = directory
-        self._client = client
-        self._drop_on_close = _drop_on_close
-        self._lock = threading.RLock()
-        self._writer: WriterLock | None = None
+        self.read_only = read_only
+        self._source = dense
+        self._prefer_fast = prefer_fast_bm25
+        self._lock = threading.RLock()  # held by writers (and by warm_up)
+        self._writer = _writer
         self._closed = False
         self._stamp: str | None = None
-        try:
-            chroma = client.get_or_create_collection(
-                collection, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
-            )
-        except Exception as exc:
-            raise StoreError(f"cannot open chroma collection {collection!r}: {exc}") from exc
-        self._dense = DenseIndex(chroma, self.embedder)
-        if directory is not None:
-            self._writer = _writer or WriterLock(directory)
-            try:
-                self._bm25, self._stamp = load_consistent(
-                    directory, collection, self._dense, prefer_fast=prefer_fast_bm25
-                )
-            except BaseException:
-                self._writer.release()
-                raise
-        else:
-            self._bm25 = rebuild(self._dense, prefer_fast=prefer_fast_bm25)
+        self._dense_index: DenseIndex | None = None
+        self._bm25_index: BM25Index | None = None
+        self._undo: int | None = None  # the BM25 log's length before the write in progress
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -151,30 +158,90 @@ class HybridStore:
         Every ephemeral client in a process shares one backend, so each store gets its own
         collection (a fresh name unless given), dropped again on :meth:`close`.
         """
-        import chromadb
-
         name = collection or f"crag-{uuid.uuid4().hex}"
-        return cls(chromadb.EphemeralClient(), collection=name, _drop_on_close=True, **kwargs)
+
+        def dense() -> DenseIndex:
+            import chromadb
+
+            client = chromadb.EphemeralClient()
+
+            def drop() -> None:
+                try:
+                    client.delete_collection(name)
+                except Exception as exc:  # already gone: nothing to free
+                    log.debug("collection_drop_failed", error=str(exc))
+
+            return ChromaIndex(open_collection(client, name), on_close=drop)
+
+        return cls(dense, collection=name, **kwargs)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], **kwargs: Any) -> HybridStore:
-        """Open (or create) a persistent store in directory ``path``, locked for this writer.
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        **kwargs: Any,
+    ) -> HybridStore:
+        """Open a persistent store in directory ``path``; a writer locks it.
+
+        Only a store, an empty folder or a missing one is accepted: a folder holding other
+        files is refused before anything is written into it.
+
+        Args:
+            path: the store's folder.
+            create: make a new store when ``path`` is missing or empty; with ``False`` such a
+                folder is refused (every command but ``index`` opens this way).
+            read_only: open for reading only: no lock is taken, nothing is written, and several
+                readers (and one writer) may use the folder at once. A folder this process
+                cannot write to (chromadb cannot open its database there) is read from a
+                temporary copy, removed on :meth:`close`.
+            **kwargs: as for the constructor.
 
         Raises:
-            StoreLockedError: another store holds the directory.
-            StoreConsistencyError: the BM25 side disagrees with chroma and cannot be rebuilt.
+            ConfigError: ``path`` is a file and the store was to be created.
+            StoreError: ``path`` is a file, a folder that is not a store, or (``create=False`` or
+                ``read_only``) holds no store.
+            StoreLockedError: another writer holds the directory.
         """
-        import chromadb
-
         directory = str(Path(path).resolve())
-        if os.path.exists(directory) and not os.path.isdir(directory):
-            raise ConfigError(f"{directory} exists and is not a directory")
+        state = store_state(directory)
+        if state == "file":  # a bad argument for a writer; for a reader, no store to read
+            error = ConfigError if create and not read_only else StoreError
+            raise error(f"store not found: {directory} exists and is not a directory")
+        if state == "other":
+            raise StoreError(
+                f"{directory} is not a corrective_rag store: it holds other files "
+                "(index into a new or empty folder)"
+            )
+        if state != "store" and (read_only or not create):
+            raise StoreError(
+                f"store not found: {directory} (create it with 'corrective-rag index')"
+            )
+        collection = kwargs.get("collection", DEFAULT_COLLECTION)
+        if read_only:
+
+            def reader() -> DenseIndex:
+                import chromadb
+
+                data, cleanup = readable_copy(directory)
+                client = chromadb.PersistentClient(path=data)
+                return ChromaIndex(open_collection(client, collection), on_close=cleanup)
+
+            return cls(reader, directory=directory, read_only=True, **kwargs)
         os.makedirs(directory, exist_ok=True)
         # Lock before chroma opens its files, so a second writer is refused before it touches them.
         lock = WriterLock(directory)
-        try:
+
+        def writer() -> DenseIndex:
+            import chromadb
+
             client = chromadb.PersistentClient(path=directory)
-            return cls(client, directory=directory, _writer=lock, **kwargs)
+            return ChromaIndex(open_collection(client, collection))
+
+        try:
+            return cls(writer, directory=directory, _writer=lock, **kwargs)
         except BaseException:
             lock.release()
             raise
@@ -191,23 +258,85 @@ class HybridStore:
     ) -> HybridStore:
         """Use a chroma server (``chroma run``); the BM25 side is built from its documents.
 
-        Writes made through this store keep both sides in step; writes other clients make to
-        the server are seen by the dense leg at once and by BM25 only after reconnecting.
+        Nothing is fetched until :meth:`warm_up` (or the first use), which reads the server's
+        whole corpus to build BM25. Writes made through this store keep both sides in step;
+        writes other clients make to the server are seen by the dense leg at once and by BM25
+        only after reconnecting.
         """
-        import chromadb
-
         if not isinstance(host, str) or not host:
             raise ConfigError(f"host must be a non-empty string, got {host!r}")
         check_int(port, "port", minimum=1, maximum=65535)
-        try:
-            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
-        except Exception as exc:
-            raise StoreError(f"cannot reach chroma server {host}:{port}: {exc}") from exc
-        return cls(client, **kwargs)
+        collection = kwargs.get("collection", DEFAULT_COLLECTION)
+
+        def dense() -> DenseIndex:
+            import chromadb
+
+            try:
+                client = chromadb.HttpClient(
+                    host=host, port=port, ssl=ssl, headers=dict(headers or {})
+                )
+            except Exception as exc:
+                raise StoreError(f"cannot reach chroma server {host}:{port}: {exc}") from exc
+            return ChromaIndex(open_collection(client, collection))
+
+        return cls(dense, **kwargs)
+
+    # -- the heavy step ----------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Open the dense backend and load the BM25 side (once; later calls return at once).
+
+        Every other method calls it first, so calling it is optional: it moves the cost, and
+        errors such as an unreachable server or an inconsistent store, to a moment of the
+        caller's choosing.
+
+        Raises:
+            StoreError: the backend cannot be opened.
+            StoreConsistencyError: the BM25 side disagrees with the dense side and cannot be
+                rebuilt.
+        """
+        if self._bm25_index is not None:
+            return
+        with self._lock:
+            self._check_open()
+            if self._bm25_index is not None:
+                return
+            with _reading("opening the store"):
+                dense = self._source() if not isinstance(self._source, DenseIndex) else self._source
+            try:
+                if self.directory is not None:
+                    bm25, self._stamp = load_consistent(
+                        self.directory,
+                        self.collection_name,
+                        dense,
+                        prefer_fast=self._prefer_fast,
+                        read_only=self.read_only,
+                    )
+                else:
+                    bm25 = rebuild(dense, prefer_fast=self._prefer_fast)
+            except BaseException:
+                dense.close()
+                raise
+            self._dense_index = dense
+            self._bm25_index = bm25
+            log.debug("store_warmed_up", documents=len(bm25), directory=self.directory)
+
+    @property
+    def _dense(self) -> DenseIndex:
+        self.warm_up()
+        assert self._dense_index is not None  # set by warm_up
+        return self._dense_index
+
+    @property
+    def _bm25(self) -> BM25Index:
+        self.warm_up()
+        assert self._bm25_index is not None  # set by warm_up
+        return self._bm25_index
 
     # -- reading -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
+        self._check_open()
         return len(self._bm25)
 
     def count(self) -> int:
@@ -215,10 +344,22 @@ class HybridStore:
         self._check_open()
         return len(self._bm25)
 
-    def ids(self) -> list[str]:
-        """All document ids, in insertion order."""
+    def ids(self, *, where: Mapping[str, Any] | None = None) -> list[str]:
+        """All document ids, in insertion order; with ``where``, those whose metadata match."""
         self._check_open()
-        return self._bm25.ids()
+        if where is None:
+            return self._bm25.ids()
+        if not isinstance(where, Mapping) or not where:
+            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+        with _reading("ids"):
+            allowed = self._dense.matching_ids(where)
+        return [i for i in self._bm25.ids() if i in allowed]
+
+    def sources(self) -> set[str]:
+        """Every distinct ``source`` metadata value: the files the documents came from."""
+        self._check_open()
+        with _reading("sources"):
+            return self._dense.metadata_values("source")
 
     def get(self, ids: Iterable[str]) -> list[Document]:
         """The stored documents among ``ids``, in the order asked; unknown ids are skipped."""
@@ -258,7 +399,7 @@ class HybridStore:
         """
         self._check_open()
         self._check_query(query, top_k, where)
-        with self._lock, _reading("retrieve"):
+        with _reading("retrieve"):  # no lock: readers run in parallel (see _runs)
             runs = self._runs(query, max(self.candidates, top_k), where, ("bm25", "dense"))
             if runs is None:
                 return []
@@ -281,7 +422,7 @@ class HybridStore:
         if leg not in LEGS:
             raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
         self._check_query(query, top_k, where)
-        with self._lock, _reading("search"):
+        with _reading("search"):
             runs = self._runs(query, top_k, where, (leg,))
             if runs is None:
                 return []
@@ -297,7 +438,13 @@ class HybridStore:
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
     ) -> dict[str, list[tuple[str, float]]] | None:
-        """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing."""
+        """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing.
+
+        Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the dense
+        backend are each safe for concurrent readers. A query that runs during a write may see
+        one leg before the write and the other after it; hits whose document vanished are
+        dropped (:meth:`_hits`).
+        """
         allowed = self._dense.matching_ids(where) if where else None
         if allowed is not None and not allowed:
             return None
@@ -346,7 +493,7 @@ class HybridStore:
         wanted = validate_ids(ids)
         check_unique(wanted)
         with self._lock:
-            self._check_open()
+            self._check_writable()
             previous = self._dense.records(wanted) if wanted else {}
             if not previous:
                 return 0
@@ -366,13 +513,13 @@ class HybridStore:
             return
         ids = [d.id for d in docs]
         with self._lock:
-            self._check_open()
+            self._check_writable()
             previous = self._dense.records(ids)
             if previous and not replace:
                 shown = ", ".join(repr(i) for i in sorted(previous)[:10])
                 raise InputError(f"{len(previous)} ids already stored: {shown} (use upsert)")
             try:  # embedding may fail (model missing): nothing has been written yet
-                embeddings = self._dense.embed_documents(docs, previous)
+                embeddings = embed_documents(self.embedder, docs, previous)
             except (ConfigError, StoreError):
                 raise
             except Exception as exc:
@@ -394,6 +541,8 @@ class HybridStore:
         old_tokens: Mapping[str, list[str]],
     ) -> None:
         """Run ``change`` on both sides and commit; on any failure put both sides back."""
+        if self.directory is not None:  # where a failed write cuts the BM25 log back to
+            self._undo = SavedBM25(self.directory, self.collection_name).log_size()
         try:
             change()
             self._commit()
@@ -405,11 +554,13 @@ class HybridStore:
             raise
 
     def _commit(self) -> None:
-        """Stamp both persistent sides with a fresh stamp (file first, then chroma)."""
+        """Stamp both persistent sides with a fresh stamp (BM25 file first, then chroma)."""
         if self.directory is None:
+            self._bm25.take_changes()
             return
         stamp = new_stamp()
-        self._bm25.save(bm25_path(self.directory, self.collection_name), stamp)
+        saved = SavedBM25(self.directory, self.collection_name)
+        self._undo = saved.commit(self._bm25, self._stamp or "", stamp)
         self._dense.set_stamp(stamp)
         self._stamp = stamp
 
@@ -420,12 +571,15 @@ class HybridStore:
         old_tokens: Mapping[str, list[str]],
     ) -> None:
         try:
-            self._dense.restore(ids, previous)
+            self._restore_dense(ids, previous)
             self._bm25.delete([i for i in ids if i not in old_tokens])
             self._bm25.put_tokens(old_tokens)
             if self.directory is not None and self._stamp is not None:
-                self._bm25.save(bm25_path(self.directory, self.collection_name), self._stamp)
+                saved = SavedBM25(self.directory, self.collection_name)
+                saved.undo(self._undo, self._bm25, self._stamp)
                 self._dense.set_stamp(self._stamp)
+            else:
+                self._bm25.take_changes()
         except Exception as exc:
             log.error("store_rollback_failed", error=str(exc))
             raise StoreConsistencyError(
@@ -433,23 +587,38 @@ class HybridStore:
             ) from exc
         log.warning("store_write_rolled_back", documents=len(ids))
 
+    def _restore_dense(self, new_ids: Sequence[str], previous: Mapping[str, Record]) -> None:
+        """Undo a dense write: delete ``new_ids`` new to it, put back the ``previous`` records."""
+        dense = self._dense
+        dense.delete([i for i in new_ids if i not in previous])
+        if previous:
+            docs = [r.document for r in previous.values()]
+            current = dense.records(list(previous))
+            dense.write(docs, np.vstack([r.embedding for r in previous.values()]), current)
+
     # -- lifetime ----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the store is closed")
 
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError("the store was opened read-only")
+
     def close(self) -> None:
-        """Release the writer lock (persistent stores) or drop the collection (in-memory)."""
+        """Release the writer lock and what the backend holds.
+
+        That is an in-memory collection or a read-only copy; a store never warmed up touches
+        nothing.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._drop_on_close:
-                try:
-                    self._client.delete_collection(self.collection_name)
-                except Exception as exc:  # already gone: nothing to free
-                    log.debug("collection_drop_failed", error=str(exc))
+            if self._dense_index is not None:
+                self._dense_index.close()
             if self._writer is not None:
                 self._writer.release()
 

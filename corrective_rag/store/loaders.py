@@ -5,13 +5,22 @@
 * ``.jsonl``: one JSON object per line, with ``id`` and ``text`` fields, or BEIR's ``_id``,
   ``title`` and ``text`` (the title is indexed in front of the text, and kept as metadata). A
   record's flat ``metadata`` object is kept. A record that fits one window keeps its id; a longer
-  one becomes ``ID#0``, ``ID#1``, ...
-* a directory: every supported file below it, in sorted order.
+  one becomes ``ID#0``, ``ID#1``, ... A UTF-8 byte-order mark at the start is skipped.
+* a directory: every supported file below it, in sorted order; a file named twice (directly and
+  through its folder) is read once.
 
-Long texts are split into overlapping token windows (:meth:`TiktokenCounter.windows`). Every
-chunk's metadata says where it came from: ``source`` (the path), ``chunk`` (0-based), ``start``
-and ``end`` (character offsets into the file's text or the record's text) and, for JSONL,
-``line`` (1-based).
+**Canonical ids.** ``PATH`` is the file's canonical path: absolute, with symbolic links,
+``.`` and ``..`` resolved (:meth:`pathlib.Path.resolve`). ``in/a.txt``, ``./in/a.txt`` and
+``$PWD/in/a.txt`` are the same file and give the same ids, so indexing a file again replaces
+its chunks instead of adding a second copy. Moving a folder changes its files' ids.
+
+Texts are split into overlapping windows measured in the embedding model's own tokens
+(:class:`~corrective_rag.models.embeddings.ModelTokenizer`, special tokens included), so that
+no chunk is longer than what the model reads: the default of 256 is all-MiniLM-L6-v2's
+``max_seq_length``. Files are read and windowed in blocks (:mod:`corrective_rag.store.chunking`):
+memory does not grow with a file's size. Every chunk's metadata says where it came from:
+``source`` (the canonical path), ``chunk`` (0-based), ``start`` and ``end`` (character offsets
+into the file's text or the record's text) and, for JSONL, ``line`` (1-based).
 """
 
 from __future__ import annotations
@@ -25,22 +34,26 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import check_int, is_int
-from corrective_rag.models.tokens import TiktokenCounter
+from corrective_rag.inputs import check_int
+from corrective_rag.models.embeddings import ModelTokenizer
+from corrective_rag.store.chunking import Windower, stream_windows
 from corrective_rag.types import Document
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
     "DEFAULT_OVERLAP",
+    "canonical_path",
     "chunk_text",
     "iter_documents",
     "load_documents",
 ]
 
-# 256 tokens is what all-MiniLM-L6-v2 reads before truncating; a longer chunk would be embedded
-# only in part. 32 tokens of overlap keep a sentence cut at a boundary whole in one of the two.
+# 256 tokens (with [CLS] and [SEP]) is what all-MiniLM-L6-v2 reads before truncating; a longer
+# chunk would be embedded only in part. The library and the CLI share these two defaults.
+# 32 tokens of overlap keep a sentence cut at a boundary whole in one of the two windows.
 DEFAULT_CHUNK_TOKENS = 256
 DEFAULT_OVERLAP = 32
+BLOCK_READ = 1 << 16  # characters per read(); chunking gathers them into larger blocks
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 JSONL_SUFFIXES = (".jsonl",)
 
@@ -53,7 +66,24 @@ class EmptyRecordError(InputError):
     """A JSONL record with neither title nor text (skipped with ``skip_empty=True``)."""
 
 
+def canonical_path(path: PathArg) -> str:
+    """The spelling-independent form of a file's path used in ids and ``source``.
+
+    Absolute, with symbolic links, ``.`` and ``..`` resolved.
+    """
+    return str(Path(path).resolve())
+
+
 def _expand(paths: PathArg | Iterable[PathArg]) -> Iterator[Path]:
+    seen: set[Path] = set()
+    for path in _walk(paths):
+        canonical = path.resolve()
+        if canonical not in seen:
+            seen.add(canonical)
+            yield canonical
+
+
+def _walk(paths: PathArg | Iterable[PathArg]) -> Iterator[Path]:
     if isinstance(paths, str | os.PathLike):
         items: list[Any] = [paths]
     elif isinstance(paths, bytes) or not isinstance(paths, Iterable):
@@ -79,7 +109,7 @@ def _chunks(
     text: str,
     meta: Mapping[str, Any],
     *,
-    counter: TiktokenCounter | None,
+    counter: Windower | None,
     size: int | None,
     overlap: int,
     always_number: bool,
@@ -95,46 +125,35 @@ def _chunks(
         yield Document(doc_id, chunk, {**meta, "chunk": i, "start": start, "end": end})
 
 
-def _check_window(chunk_tokens: object, overlap: object) -> None:
-    size = check_int(chunk_tokens, "chunk_tokens", minimum=1)
-    step_back = check_int(overlap, "overlap")
-    if not 0 <= step_back < size:
-        raise ConfigError(f"overlap must be in 0..{size - 1}, got {step_back}")
-
-
-def chunk_text(
-    base_id: str,
-    text: str,
-    metadata: Mapping[str, Any] | None = None,
-    *,
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    overlap: int = DEFAULT_OVERLAP,
-    counter: TiktokenCounter | None = None,
-) -> list[Document]:
-    """Split one text (a fetched web page, say) the way files are split: ids ``BASE#0``, ...
-
-    Each chunk's metadata is ``metadata`` plus ``chunk``, ``start`` and ``end``.
-
-    Raises:
-        ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
-        InputError: an id or a text a Document cannot hold.
-    """
-    _check_window(chunk_tokens, overlap)
-    options: dict[str, Any] = {
-        "counter": counter or TiktokenCounter(),
-        "size": chunk_tokens,
-        "overlap": overlap,
-    }
-    return list(_chunks(base_id, text, metadata or {}, always_number=True, **options))
+def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
+    """A text file's chunks ``PATH#i``, read and windowed block by block."""
+    meta = {"source": str(path)}
+    counter, size, overlap = options["counter"], options["size"], options["overlap"]
+    if size is None or counter is None:
+        yield from _chunks(str(path), _read_text(path), meta, always_number=True, **options)
+        return
+    try:
+        with path.open(encoding="utf-8-sig") as fh:
+            blocks = iter(lambda: fh.read(BLOCK_READ), "")
+            number = 0
+            for w in stream_windows(blocks, counter, size, overlap):
+                if w.text.strip():
+                    chunk_meta = {**meta, "chunk": number, "start": w.start, "end": w.end}
+                    yield Document(f"{path}#{number}", w.text, chunk_meta)
+                    number += 1
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc})") from exc
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc})") from exc
 
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
+        raise InputError(f"not UTF-8 text ({exc})") from exc
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from exc
+        raise InputError(f"cannot read ({exc})") from exc
 
 
 def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any]]:
@@ -148,7 +167,7 @@ def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     doc_id = obj.get("_id", obj.get("id"))
-    if is_int(doc_id):
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
     if not isinstance(doc_id, str) or not doc_id.strip():
         raise InputError(f"{where}: needs a non-empty string 'id' (or BEIR '_id')")
@@ -172,12 +191,50 @@ def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any
     return doc_id, full, meta
 
 
+def _check_window(chunk_tokens: object, overlap: object, counter: Windower | None) -> Windower:
+    """Validate a window; return the tokenizer that measures it (the default model's if None)."""
+    size = check_int(chunk_tokens, "chunk_tokens", minimum=1)
+    step_back = check_int(overlap, "overlap")
+    if not 0 <= step_back < size:
+        raise ConfigError(f"overlap must be in 0..{size - 1}, got {step_back}")
+    counter = counter or ModelTokenizer()
+    limit = getattr(counter, "max_tokens", None)
+    if isinstance(limit, int) and size > limit:
+        raise ConfigError(f"chunk_tokens {size} is more than the embedding model reads ({limit})")
+    return counter
+
+
+def chunk_text(
+    base_id: str,
+    text: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap: int = DEFAULT_OVERLAP,
+    counter: Windower | None = None,
+) -> list[Document]:
+    """Split one text (a fetched web page, say) the way files are split: ids ``BASE#0``, ...
+
+    Each chunk's metadata is ``metadata`` plus ``chunk``, ``start`` and ``end``.
+
+    Raises:
+        ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
+        InputError: an id or a text a Document cannot hold.
+    """
+    options: dict[str, Any] = {
+        "counter": _check_window(chunk_tokens, overlap, counter),
+        "size": chunk_tokens,
+        "overlap": overlap,
+    }
+    return list(_chunks(base_id, text, metadata or {}, always_number=True, **options))
+
+
 def iter_documents(
     paths: PathArg | Iterable[PathArg],
     *,
     chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
     overlap: int = DEFAULT_OVERLAP,
-    counter: TiktokenCounter | None = None,
+    counter: Windower | None = None,
     skip_empty: bool = False,
 ) -> Iterator[Document]:
     """Yield Documents from files, one file (and one JSONL line) at a time.
@@ -187,7 +244,10 @@ def iter_documents(
         chunk_tokens: window size in tokens; ``None`` keeps every text whole (benchmarks, where
             ids must match the relevance judgements).
         overlap: tokens shared by consecutive windows (0..chunk_tokens-1).
-        counter: the tokenizer that measures windows (cl100k_base by default).
+        counter: the tokenizer that measures windows: the default embedding model's
+            (:class:`~corrective_rag.models.embeddings.ModelTokenizer`) unless given; pass
+            ``SentenceTransformerEmbedder(name).tokenizer()`` for another model. A tokenizer
+            with ``max_tokens`` refuses a ``chunk_tokens`` above it.
         skip_empty: skip (and log) JSONL records with no text instead of raising; some public
             corpora (Cranfield) have a few.
 
@@ -198,8 +258,7 @@ def iter_documents(
         ConfigError: ``chunk_tokens`` or ``overlap`` out of range.
     """
     if chunk_tokens is not None:
-        _check_window(chunk_tokens, overlap)
-        counter = counter or TiktokenCounter()
+        counter = _check_window(chunk_tokens, overlap, counter)
     options: dict[str, Any] = {"counter": counter, "size": chunk_tokens, "overlap": overlap}
     seen: dict[str, str] = {}  # id -> where it came from: a repeated id would overwrite silently
     for doc, where in _located(_expand(paths), options, skip_empty):
@@ -216,19 +275,18 @@ def _located(
     for path in files:
         suffix = path.suffix.lower()
         if suffix in TEXT_SUFFIXES:
-            text = _read_text(path)
-            if not text.strip():
-                raise InputError(f"{path}: file is empty")
             try:
-                for doc in _chunks(
-                    str(path), text, {"source": str(path)}, always_number=True, **options
-                ):
+                empty = True
+                for doc in _file_chunks(path, options):
+                    empty = False
                     yield doc, str(path)
             except InputError as exc:  # NUL or an unencodable character in the text
                 raise InputError(f"{path}: {exc}") from exc
+            if empty:
+                raise InputError(f"{path}: file is empty")
         elif suffix in JSONL_SUFFIXES:
             try:
-                with path.open(encoding="utf-8") as fh:
+                with path.open(encoding="utf-8-sig") as fh:
                     for number, line in enumerate(fh, start=1):
                         if not line.strip():
                             continue
@@ -258,7 +316,7 @@ def load_documents(
     *,
     chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
     overlap: int = DEFAULT_OVERLAP,
-    counter: TiktokenCounter | None = None,
+    counter: Windower | None = None,
     skip_empty: bool = False,
 ) -> list[Document]:
     """All Documents from ``paths`` as a list (see :func:`iter_documents`)."""

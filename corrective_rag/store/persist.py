@@ -1,15 +1,25 @@
 """Keeping a persistent store's two sides together on disk: the writer lock and the open check.
 
-A persistent store is a directory holding chromadb's files and ``bm25-<collection>.json``. Each
-committed write stamps both sides with the same fresh version stamp (the JSON file and the chroma
-collection's metadata). At open, a BM25 file whose stamp or ids differ from chroma's is rebuilt
-from the documents chroma stores, and the repair is logged; if even that fails the store refuses
-to open (:class:`~corrective_rag.errors.StoreConsistencyError`) rather than serve a stale index.
+A persistent store is a directory holding chromadb's files and the BM25 side: a snapshot
+``bm25-<collection>.json`` and an append-only log ``bm25-<collection>.log``. Each committed write
+appends one line to the log, the write's changed tokens with the stamp before and after it, so
+a write costs in proportion to its batch, not to the corpus. When the log outgrows the snapshot
+(and :data:`COMPACT_MIN_BYTES`), the commit writes a fresh snapshot instead and empties the log:
+snapshots are rewritten ever more rarely as the corpus grows, so bytes written stay linear.
+
+Each committed write stamps both sides with the same fresh version stamp (the log line, or the
+snapshot, and the chroma collection's metadata). At open, the snapshot is read and the log
+replayed along its chain of stamps up to chroma's stamp; lines past it (a write chroma never
+confirmed) or torn by a crash are dropped. A BM25 side whose stamp or ids still differ from
+chroma's is rebuilt from the documents chroma stores, and the repair is logged; if even that
+fails the store refuses to open (:class:`~corrective_rag.errors.StoreConsistencyError`) rather
+than serve a stale index.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import uuid
 
@@ -19,7 +29,14 @@ from corrective_rag.errors import StoreConsistencyError, StoreLockedError
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.dense import DenseIndex
 
-__all__ = ["WriterLock", "bm25_path", "load_consistent", "new_stamp"]
+__all__ = [
+    "SavedBM25",
+    "WriterLock",
+    "bm25_path",
+    "load_consistent",
+    "new_stamp",
+    "rebuild",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -32,8 +49,112 @@ def new_stamp() -> str:
 
 
 def bm25_path(directory: str, collection: str) -> str:
-    """Where the BM25 side of ``collection`` is saved inside ``directory``."""
+    """Where the BM25 snapshot of ``collection`` is saved inside ``directory``."""
     return os.path.join(directory, f"bm25-{collection}.json")
+
+
+# Below 1 MB of log a snapshot is not worth rewriting; above it, the log is compacted once it
+# is larger than the snapshot, so each byte of the corpus is rewritten O(1) times on average.
+COMPACT_MIN_BYTES = 1 << 20
+
+
+class SavedBM25:
+    """The BM25 side of one collection on disk: a snapshot and an append-only log of writes."""
+
+    def __init__(self, directory: str, collection: str) -> None:
+        self.snapshot = bm25_path(directory, collection)
+        self.log = os.path.join(directory, f"bm25-{collection}.log")
+
+    def log_size(self) -> int:
+        """The log's length in bytes (0 when there is none)."""
+        return os.path.getsize(self.log) if os.path.isfile(self.log) else 0
+
+    def exists(self) -> bool:
+        """Whether anything has been saved."""
+        return os.path.exists(self.snapshot)
+
+    def load(
+        self, target: str | None, *, prefer_fast: bool = True, writable: bool = True
+    ) -> tuple[BM25Index, str]:
+        """The snapshot with the log replayed up to stamp ``target`` (or to its end).
+
+        Log lines after ``target``, or after a torn line, are cut off when ``writable``.
+
+        Raises:
+            StoreConsistencyError: the snapshot cannot be read.
+        """
+        index, stamp = BM25Index.load(self.snapshot, prefer_fast=prefer_fast)
+        if not os.path.exists(self.log):
+            return index, stamp
+        end = 0
+        with open(self.log, "rb") as fh:
+            for raw in fh:
+                if stamp == target:
+                    break
+                try:
+                    if not raw.endswith(b"\n"):
+                        raise ValueError("torn line")
+                    entry = json.loads(raw)
+                    prev, new, put, gone = entry["prev"], entry["stamp"], entry["put"], entry["del"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("bm25_log_cut", path=self.log, offset=end, reason=str(exc))
+                    break
+                end += len(raw)
+                if prev == stamp:  # lines before a compaction's snapshot are skipped
+                    index.delete(gone)
+                    index.put_tokens({i: t.split() for i, t in put.items()})
+                    stamp = new
+        if writable and os.path.getsize(self.log) > end:
+            os.truncate(self.log, end)
+        return index, stamp
+
+    def snapshot_now(self, index: BM25Index, stamp: str) -> None:
+        """Write a full snapshot with ``stamp`` and empty the log (the snapshot holds it all)."""
+        index.save(self.snapshot, stamp)
+        if os.path.isfile(self.log) and os.path.getsize(self.log):
+            os.truncate(self.log, 0)
+
+    def commit(self, index: BM25Index, prev: str, stamp: str) -> int | None:
+        """Save the index's changes since the last commit as the write ``prev`` -> ``stamp``.
+
+        Returns the log's length before the append (what :meth:`undo` cuts back to), or None
+        when a snapshot was written instead.
+        """
+        changes = index.take_changes()
+        put = {i: " ".join(t) for i, t in changes.items() if t is not None}
+        line = (
+            json.dumps(
+                {
+                    "prev": prev,
+                    "stamp": stamp,
+                    "put": put,
+                    "del": [i for i, t in changes.items() if t is None],
+                },
+                ensure_ascii=False,
+            ).encode("utf-8")
+            + b"\n"
+        )
+        size = self.log_size()
+        snapshot = os.path.getsize(self.snapshot) if os.path.isfile(self.snapshot) else 0
+        if size + len(line) > max(snapshot, COMPACT_MIN_BYTES):
+            self.snapshot_now(index, stamp)
+            return None
+        with open(self.log, "ab") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return size
+
+    def undo(self, undo: int | None, index: BM25Index, stamp: str) -> None:
+        """Put the files back to the committed state ``stamp`` after a failed write.
+
+        ``index`` must hold that state again; its recorded changes are dropped.
+        """
+        index.take_changes()
+        if undo is None:
+            self.snapshot_now(index, stamp)
+        elif os.path.isfile(self.log) and os.path.getsize(self.log) > undo:
+            os.truncate(self.log, undo)
 
 
 class WriterLock:
@@ -78,19 +199,26 @@ def rebuild(dense: DenseIndex, *, prefer_fast: bool = True) -> BM25Index:
 
 
 def load_consistent(
-    directory: str, collection: str, dense: DenseIndex, *, prefer_fast: bool = True
-) -> tuple[BM25Index, str]:
+    directory: str,
+    collection: str,
+    dense: DenseIndex,
+    *,
+    prefer_fast: bool = True,
+    read_only: bool = False,
+) -> tuple[BM25Index, str | None]:
     """Load the saved BM25 side, checked against chroma; repair it (logged) when they disagree.
 
-    Returns the index and the stamp both sides now carry.
+    Returns the index and the stamp both sides now carry. With ``read_only`` a repair is made
+    in memory only and nothing is written; otherwise the index records its changes for
+    :meth:`SavedBM25.commit`.
     """
-    path = bm25_path(directory, collection)
+    saved = SavedBM25(directory, collection)
     dense_stamp = dense.stamp
     reason: str | None = None
-    if os.path.exists(path):
+    if saved.exists():
         try:
-            index, stamp = BM25Index.load(path, prefer_fast=prefer_fast)
-        except StoreConsistencyError as exc:
+            index, stamp = saved.load(dense_stamp, prefer_fast=prefer_fast, writable=not read_only)
+        except (StoreConsistencyError, OSError) as exc:
             reason = str(exc)
         else:
             if stamp != dense_stamp:
@@ -98,18 +226,31 @@ def load_consistent(
             elif set(index.ids()) != dense.all_ids():
                 reason = "document ids differ from chroma's"
             else:
+                if not read_only:
+                    index.track_changes()
                 return index, stamp
     elif dense.count() or dense_stamp is not None:
-        reason = f"{path} is missing"
+        reason = f"{saved.snapshot} is missing"
     if reason is None:  # a new, empty store
         index = BM25Index(prefer_fast=prefer_fast)
     else:
         index = rebuild(dense, prefer_fast=prefer_fast)
-        log.warning("bm25_repaired", path=path, reason=reason, documents=len(index))
+        log.warning(
+            "bm25_repaired",
+            path=saved.snapshot,
+            reason=reason,
+            documents=len(index),
+            saved=not read_only,
+        )
+    if read_only:
+        return index, dense_stamp
     stamp = new_stamp()
     try:
-        index.save(path, stamp)
+        saved.snapshot_now(index, stamp)
         dense.set_stamp(stamp)
     except Exception as exc:
-        raise StoreConsistencyError(f"cannot write the repaired BM25 side {path}: {exc}") from exc
+        raise StoreConsistencyError(
+            f"cannot write the repaired BM25 side {saved.snapshot}: {exc}"
+        ) from exc
+    index.track_changes()
     return index, stamp

@@ -29,6 +29,7 @@ import requests
 import structlog
 
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
+from corrective_rag.inputs import check_int
 from corrective_rag.llm.settings import Timeouts, finite
 from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, chunk_text
 from corrective_rag.types import Document
@@ -100,9 +101,8 @@ class PageFetcher:
     ) -> None:
         if not finite(deadline) or deadline <= 0:
             raise ConfigError(f"deadline must be a positive number of seconds, got {deadline!r}")
-        for name, value, low in (("max_bytes", max_bytes, 1024), ("max_hosts", max_hosts, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
+        check_int(max_bytes, "max_bytes", minimum=1024)
+        check_int(max_hosts, "max_hosts", minimum=1)
         if extract is None and importlib.util.find_spec("trafilatura") is None:
             raise ConfigError(_MISSING)
         chunk_text("check", "check", chunk_tokens=chunk_tokens, overlap=overlap)  # validates

@@ -28,6 +28,7 @@ import structlog
 
 from corrective_rag import __version__
 from corrective_rag.errors import ConfigError, SearchError
+from corrective_rag.inputs import check_int
 from corrective_rag.llm.settings import Retries, Timeouts, finite, parse_retry_after
 
 __all__ = [
@@ -71,9 +72,7 @@ class WebSettings:
             raise ConfigError(
                 f"deadline must be a positive number of seconds, got {self.deadline!r}"
             )
-        size = self.max_response_bytes
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
-            raise ConfigError(f"max_response_bytes must be an int >= 1024, got {size!r}")
+        check_int(self.max_response_bytes, "max_response_bytes", minimum=1024)
 
 
 def check_base_url(url: object, what: str = "base_url") -> str:

@@ -17,7 +17,7 @@ import requests
 import structlog
 
 from corrective_rag.errors import ConfigError, SearchError
-from corrective_rag.inputs import check_query
+from corrective_rag.inputs import check_int, check_query
 from corrective_rag.types import Document, Hit
 from corrective_rag.web.fetch import PageFetcher
 from corrective_rag.web.http import JsonCaller, WebSettings
@@ -61,8 +61,7 @@ class WebSearchRetriever:
             raise ConfigError(f"settings must be a WebSettings, got {settings!r}")
         if not isinstance(fetch_pages, bool):
             raise ConfigError(f"fetch_pages must be a bool, got {fetch_pages!r}")
-        if isinstance(fetch_top, bool) or not isinstance(fetch_top, int) or fetch_top < 1:
-            raise ConfigError(f"fetch_top must be an int >= 1, got {fetch_top!r}")
+        check_int(fetch_top, "fetch_top", minimum=1)
         if fetcher is not None and not isinstance(fetcher, PageFetcher):
             raise ConfigError(f"fetcher must be a PageFetcher, got {fetcher!r}")
         if fetch_pages and fetcher is None:
@@ -90,8 +89,7 @@ class WebSearchRetriever:
         query = check_query(query, what="query")
         # No upper bound: the loop asks for top_k plus every document already judged, and an
         # API returning fewer results than asked is normal.
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ConfigError(f"top_k must be an int >= 1, got {top_k!r}")
+        check_int(top_k, "top_k", minimum=1)
         if where is not None and not isinstance(where, Mapping):
             raise ConfigError(f"where must be a mapping or None, got {where!r}")
         try:

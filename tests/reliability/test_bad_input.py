@@ -214,7 +214,7 @@ def test_ten_megabyte_file_is_chunked(tmp_path):
     """A 10 MB text file is a documented handling: cut into windows, each small enough to index."""
     sentence = "The quick brown fox jumps over the lazy dog near the river bank. "
     path = _write(tmp_path / "big.txt", (sentence * (10 * MEGABYTE // len(sentence))).encode())
-    docs = load_documents(path, chunk_tokens=4096, overlap=0)
+    docs = load_documents(path, overlap=0)
     assert all(len(d.text) < 1_000_000 for d in docs)
     assert path.stat().st_size == docs[-1].metadata["end"]
 

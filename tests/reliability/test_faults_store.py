@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -25,7 +24,7 @@ from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.runs.batch import Query, run_batch
 from corrective_rag.runs.results import latest_records, read_results
 from corrective_rag.store.hybrid import DEFAULT_COLLECTION, HybridStore
-from corrective_rag.store.persist import bm25_path
+from corrective_rag.store.persist import SavedBM25
 from corrective_rag.types import Document
 
 pytestmark = pytest.mark.slow
@@ -145,10 +144,13 @@ def test_kill_mid_index_reopens_with_both_sides_in_step(tmp_path):
     for trial, after in enumerate((2, 5, 9, 14)):
         path = tmp_path / f"store{trial}"
         committed = _kill_mid_index(path, after, rng.uniform(0.0, 0.05))
-        saved = json.loads(Path(bm25_path(str(path), DEFAULT_COLLECTION)).read_text())
         dense_ids, dense_stamp = _chroma_side(path)
-        mismatches += set(saved["ids"]) != dense_ids
-        disagree = set(saved["ids"]) != dense_ids or saved["stamp"] != dense_stamp
+        # the BM25 side as the store will load it: snapshot plus log, up to chroma's stamp
+        saved, saved_stamp = SavedBM25(str(path), DEFAULT_COLLECTION).load(
+            dense_stamp, writable=False
+        )
+        mismatches += set(saved.ids()) != dense_ids
+        disagree = set(saved.ids()) != dense_ids or saved_stamp != dense_stamp
         with capture_logs() as logs, HybridStore.open(path, embedder=HashEmbedder()) as store:
             ids = set(store.ids())
             assert dense_ids == ids

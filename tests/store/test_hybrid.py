@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +22,7 @@ from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Retriever
 from corrective_rag.store.fusion import RRFusion
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.store.persist import bm25_path
+from corrective_rag.store.persist import SavedBM25
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 
@@ -179,16 +180,13 @@ def test_second_writer_is_locked_out(tmp_path, embedder) -> None:
 
 
 def test_mismatched_bm25_side_is_repaired_and_logged(tmp_path, embedder) -> None:
-    """A BM25 file with missing ids is rebuilt from chroma at open, with a log line."""
+    """A BM25 side missing committed writes (log cut off) is rebuilt at open, with a log line."""
     directory = tmp_path / "db"
     with HybridStore.open(directory, embedder=embedder) as s:
         s.add(CORPUS)
-    path = bm25_path(str(directory.resolve()), "corrective_rag")
-    with open(path, encoding="utf-8") as fh:
-        payload = json.load(fh)
-    payload["ids"], payload["tokens"] = payload["ids"][:2], payload["tokens"][:2]
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh)
+    saved = SavedBM25(str(directory.resolve()), "corrective_rag")
+    assert saved.log_size() > 0
+    os.truncate(saved.log, 0)
     with capture_logs() as logs, HybridStore.open(directory, embedder=embedder) as s:
         assert len(CORPUS) == len(s)
         assert "mars" == s.search("iron oxide dust", leg="bm25")[0].document.id
@@ -200,14 +198,11 @@ def test_failed_bm25_save_rolls_back_the_dense_write(tmp_path, embedder) -> None
     directory = tmp_path / "db"
     with HybridStore.open(directory, embedder=embedder) as s:
         s.add(CORPUS[:4])
-        path = bm25_path(str(directory.resolve()), "corrective_rag")
-        # a non-empty directory where the file should go makes os.replace fail for real
-        (tmp_path / "db" / "blocker").mkdir()
-        import os
-
-        os.replace(path, str(tmp_path / "saved.json"))
-        os.rename(str(tmp_path / "db" / "blocker"), path)
-        (tmp_path / "db" / os.path.basename(path) / "keep").write_text("x")
+        saved = SavedBM25(str(directory.resolve()), "corrective_rag")
+        # a non-empty directory where the log should go makes the append fail for real
+        os.replace(saved.log, str(tmp_path / "saved.log"))
+        os.mkdir(saved.log)
+        (Path(saved.log) / "keep").write_text("x")
         with pytest.raises(StoreError, match="rolled back"):
             s.add(CORPUS[4:])
         with pytest.raises(StoreError, match="rolled back"):

@@ -1,0 +1,273 @@
+"""Opening stores: only `index` creates one, readers need no write access, construction is cheap,
+and the dense backend is a small protocol (a second backend is one class)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from corrective_rag.cli.main import main
+from corrective_rag.errors import InputError, StoreError
+from corrective_rag.store.chroma import ChromaIndex
+from corrective_rag.store.dense import DenseIndex, Record
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.types import Document
+
+REPO = Path(__file__).resolve().parents[2]
+DIM = 64
+EMBEDDER_SOURCE = textwrap.dedent(
+    """
+    import hashlib
+    import numpy as np
+    from corrective_rag.text import tokenize
+
+    class HashEmbedder:
+        def embed(self, texts):
+            out = np.zeros((len(texts), 64), dtype=np.float32)
+            for row, text in enumerate(texts):
+                for token in tokenize(text):
+                    digest = hashlib.blake2b(token.encode(), digest_size=4).digest()
+                    out[row, int.from_bytes(digest, "big") % 64] += 1.0
+                norm = float(np.linalg.norm(out[row]))
+                out[row] = out[row] / norm if norm else out[row]
+            return out
+    """
+)
+namespace: dict[str, Any] = {}
+exec(EMBEDDER_SOURCE, namespace)  # the same embedder in this process and in the child below
+HashEmbedder = namespace["HashEmbedder"]
+DOCS = [
+    Document("owl", "Owls are nocturnal birds of prey.", {"kind": "animal"}),
+    Document("tea", "Green tea is brewed from leaves.", {"kind": "food"}),
+    Document("mars", "Mars is a red planet with iron oxide dust.", {"kind": "space"}),
+]
+
+
+def _listing(path: Path) -> list[tuple[str, int, int]]:
+    return sorted(
+        (str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in path.rglob("*")
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "batch", "index"])
+def test_commands_refuse_a_folder_that_is_not_a_store(tmp_path, capsys, command) -> None:
+    """run/batch/index on a folder of other files print one error line and change nothing."""
+    folder = tmp_path / "mydocs"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("Owls hunt at night.", encoding="utf-8")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"id": "a", "query": "owls"}\n', encoding="utf-8")
+    before = _listing(folder)
+    argv = {
+        "run": ["run", "owls"],
+        "batch": ["batch", str(queries), "--out", str(tmp_path / "out.jsonl"), "--no-progress"],
+        "index": ["index", str(folder / "notes.txt"), "--no-progress"],
+    }[command]
+    assert 1 == main([*argv, "--store", str(folder)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert 1 == len(err) and "is not a corrective_rag store" in err[0]
+    assert before == _listing(folder)
+
+
+@pytest.mark.parametrize("state", ["missing", "empty"])
+def test_only_index_creates_a_store(tmp_path, capsys, state) -> None:
+    """run on a missing or empty folder is refused without creating anything; index creates."""
+    folder = tmp_path / "store"
+    if state == "empty":
+        folder.mkdir()
+    assert 1 == main(["run", "owls", "--store", str(folder)])
+    assert "store not found" in capsys.readouterr().err
+    assert (state == "empty") == folder.exists()
+    assert [] == (list(folder.iterdir()) if folder.exists() else [])
+    with pytest.raises(StoreError, match="store not found"):
+        HybridStore.open(folder, create=False)
+    doc = tmp_path / "a.txt"
+    doc.write_text("Owls hunt at night.", encoding="utf-8")
+    assert 0 == main(["index", str(doc), "--store", str(folder), "--no-progress"])
+    assert 0 == main(["run", "owls", "--store", str(folder)])
+
+
+def test_reader_needs_no_lock_and_refuses_writes(tmp_path) -> None:
+    """A read-only store opens while a writer holds the folder, searches, and refuses writes."""
+    with HybridStore.open(tmp_path / "s", embedder=HashEmbedder()) as writer:
+        writer.add(DOCS)
+        with HybridStore.open(tmp_path / "s", read_only=True, embedder=HashEmbedder()) as reader:
+            assert "mars" == reader.retrieve("red planet dust", top_k=1)[0].document.id
+            with pytest.raises(StoreError, match="read-only"):
+                reader.add([Document("x", "text")])
+            with pytest.raises(StoreError, match="read-only"):
+                reader.delete(["owl"])
+        assert 3 == writer.count()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from corrective_rag.store.hybrid import HybridStore
+    with HybridStore.open(sys.argv[1], read_only=True, embedder=HashEmbedder()) as store:
+        print(store.retrieve("red planet dust", top_k=1)[0].document.id, store.count())
+    """
+)
+
+
+def _read_only_child(folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run CHILD on ``folder`` made read-only: a read-only bind mount as root, else modes."""
+    code = EMBEDDER_SOURCE + CHILD
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if os.geteuid() != 0:
+        for p in [folder, *folder.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+        try:
+            return subprocess.run(
+                [sys.executable, "-c", code, str(folder)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        finally:
+            for p in [folder, *folder.rglob("*")]:
+                p.chmod(p.stat().st_mode | 0o200)
+    if shutil.which("unshare") is None:
+        pytest.skip("root without unshare: cannot make a read-only folder")
+    script = (
+        f'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && '
+        f'! touch "$1/probe" 2>/dev/null && exec "{sys.executable}" -c "$2" "$1"'
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(folder), code],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0 and "mount" in done.stderr and "denied" in done.stderr.lower():
+        pytest.skip(f"cannot mount read-only here: {done.stderr.strip()}")
+    return done
+
+
+@pytest.mark.slow
+def test_store_on_a_read_only_folder_is_queryable(tmp_path) -> None:
+    """A store whose folder cannot be written is opened read-only and answers queries."""
+    folder = tmp_path / "s"
+    with HybridStore.open(folder, embedder=HashEmbedder()) as store:
+        store.add(DOCS)
+    before = _listing(folder)
+    done = _read_only_child(folder)
+    assert 0 == done.returncode, done.stderr[-2000:]
+    assert "mars 3" == done.stdout.strip().splitlines()[-1]
+    assert before == _listing(folder)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_construction_is_cheap_and_warm_up_is_the_heavy_step(tmp_path) -> None:
+    """Constructing contacts nothing and writes no chroma file; warm_up (or first use) does."""
+    store = HybridStore.connect("127.0.0.1", _closed_port(), embedder=HashEmbedder())
+    with pytest.raises(StoreError):
+        store.warm_up()
+    store.close()
+    with HybridStore.open(tmp_path / "s", embedder=HashEmbedder()) as lazy:
+        assert not (tmp_path / "s" / "chroma.sqlite3").exists()
+        lazy.warm_up()
+        assert (tmp_path / "s" / "chroma.sqlite3").exists()
+    with HybridStore.open(tmp_path / "s", embedder=HashEmbedder()) as used:
+        assert 0 == used.count()  # the first use warms up
+
+
+class ArrayIndex:
+    """A second dense backend in one class: exact cosine search over numpy rows."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Record] = {}
+        self._stamp: str | None = None
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def records(self, ids: Sequence[str]) -> dict[str, Record]:
+        return {i: self.rows[i] for i in ids if i in self.rows}
+
+    def documents(self, ids: Sequence[str]) -> dict[str, Document]:
+        return {i: self.rows[i].document for i in ids if i in self.rows}
+
+    def write(
+        self,
+        documents: Sequence[Document],
+        embeddings: npt.NDArray[np.float32],
+        previous: Mapping[str, Record],
+    ) -> None:
+        for doc, vector in zip(documents, embeddings, strict=True):
+            self.rows[doc.id] = Record(doc, vector)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        for i in ids:
+            self.rows.pop(i, None)
+
+    def query(
+        self, vector: npt.NDArray[np.float32], n: int, where: Mapping[str, Any] | None
+    ) -> list[tuple[str, float]]:
+        allowed = self.matching_ids(where) if where else set(self.rows)
+        scored = [(i, float(r.embedding @ vector)) for i, r in self.rows.items() if i in allowed]
+        return sorted(scored, key=lambda p: -p[1])[:n]
+
+    def matching_ids(self, where: Mapping[str, Any]) -> set[str]:
+        if any(k.startswith("$") or isinstance(v, dict) for k, v in where.items()):
+            raise InputError(f"this backend reads equality filters only: {where!r}")
+        return {
+            i
+            for i, r in self.rows.items()
+            if all(r.document.metadata.get(k) == v for k, v in where.items())
+        }
+
+    def iter_all(self) -> Iterator[tuple[str, str]]:
+        return ((i, r.document.text) for i, r in self.rows.items())
+
+    def all_ids(self) -> set[str]:
+        return set(self.rows)
+
+    def metadata_values(self, key: str) -> set[str]:
+        return {str(m[key]) for m in (r.document.metadata for r in self.rows.values()) if key in m}
+
+    @property
+    def stamp(self) -> str | None:
+        return self._stamp
+
+    def set_stamp(self, stamp: str) -> None:
+        self._stamp = stamp
+
+    def close(self) -> None:
+        self.rows.clear()
+
+
+def test_a_second_dense_backend_is_one_class() -> None:
+    """HybridStore runs on any DenseIndex: writes, filtered fused search and deletes work."""
+    backend = ArrayIndex()
+    assert isinstance(backend, DenseIndex)
+    assert isinstance(ChromaIndex(SimpleNamespace(metadata={})), DenseIndex)
+    with HybridStore(backend, embedder=HashEmbedder()) as store:
+        store.add(DOCS)
+        hits = store.retrieve("red planet dust", top_k=2)
+        assert "mars" == hits[0].document.id
+        assert {"bm25", "dense"} == {leg.leg for leg in hits[0].legs}
+        assert ["owl"] == [h.document.id for h in store.retrieve("birds", where={"kind": "animal"})]
+        assert 1 == store.delete(["mars"])
+        assert {"owl", "tea"} == backend.all_ids() == set(store.ids())
+        assert "mars" not in {h.document.id for h in store.retrieve("planet")}
+    assert 0 == backend.count()  # close() reached the backend
