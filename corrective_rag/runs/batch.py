@@ -304,7 +304,7 @@ class _Workers:
     def _work(self) -> None:
         while True:
             with self._lock:
-                if self._stopped or not self._todo:
+                if self._stopped or self._cancel.is_set() or not self._todo:
                     return
                 q = self._todo.popleft()
                 started = time.perf_counter()
@@ -315,8 +315,8 @@ class _Workers:
             except BaseException as exc:  # never leave the recorder waiting for this query
                 line = error_line(q.id, q.query, exc, time.perf_counter() - started)
             with self._lock:
-                if self._stopped:
-                    return  # written already, as interrupted
+                if self._stopped or self._cancel.is_set():
+                    return  # left in _running: stop() writes it as interrupted
                 del self._running[q.id]
                 self.finished.put(line)
 

@@ -57,7 +57,7 @@ def test_a_scope_deadline_ends_a_call_in_flight():
     """A call scope's deadline (how Budget.max_seconds reaches the client) ends a held request."""
     with ScriptedLLMServer(faults=lambda request, n: Fault.held()) as server:
         client = _client(server)  # default timeouts: 30 s per read, 60 s per call
-        with call_scope(seconds=0.5), pytest.raises(LLMTimeoutError, match="Budget.max_seconds"):
+        with call_scope(seconds=0.5), pytest.raises(LLMTimeoutError, match=r"Budget\.max_seconds"):
             client.complete(HELLO)
         assert 1 == server.request_count  # no retry past the run's deadline
 
@@ -135,6 +135,5 @@ def test_timeouts_and_retries_validate_the_new_bounds():
         Timeouts(total=0)
     with pytest.raises(ConfigError, match="give_up_after"):
         Retries(give_up_after=-1)
-    with pytest.raises(ConfigError, match="seconds"):
-        with call_scope(seconds=float("nan")):
-            pass
+    with pytest.raises(ConfigError, match="seconds"), call_scope(seconds=float("nan")):
+        pass

@@ -70,7 +70,7 @@ def test_a_rewrite_with_nul_or_a_lone_surrogate_is_a_rejected_rewrite(escape):
 
 
 def test_a_strict_rewriter_that_cannot_parse_ends_the_run_with_rewrite_failed():
-    """A strict LLMRewriter's VerdictParseError does not escape run(): stop reason rewrite_failed."""
+    """A strict LLMRewriter's VerdictParseError does not escape run(): it ends rewrite_failed."""
     with ScriptedLLMServer(reply=_rewrite_reply("I would search for bees.")) as server:
         chat = _chat(server)
         orch = _orchestrator(chat, rewriter=LLMRewriter(chat, strict=True), min_relevant=3)
@@ -90,9 +90,8 @@ def test_a_strict_generator_that_cannot_parse_gives_an_abstained_answer():
 
     with ScriptedLLMServer(reply=reply) as server:
         chat = _chat(server)
-        result = _orchestrator(
-            chat, generator=LLMGenerator(chat, strict=True), min_relevant=1
-        ).run(QUESTION)
+        orch = _orchestrator(chat, generator=LLMGenerator(chat, strict=True), min_relevant=1)
+        result = orch.run(QUESTION)
     assert result.answer is not None and result.answer.abstained
     assert "generator failed" in result.answer.text
 
