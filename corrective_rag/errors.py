@@ -15,7 +15,8 @@ can catch everything of ours with one ``except`` and still tell the kinds apart:
     │   │   └── LLMTimeoutError        connect or read timeout
     │   └── LLMResponseError       the server answered with an error status or an unusable body
     ├── SearchError            a web-search API or page fetch failed (status and body kept)
-    └── VerdictParseError      a model's reply could not be read as a verdict (keeps the raw text)
+    ├── VerdictParseError      a model's reply could not be read as a verdict (keeps the raw text)
+    └── Cancelled              the caller cancelled (Ctrl-C) while a call was in flight
 
 Hitting a cap (iterations, budget) is not an error: it is a ``StopReason`` on the result.
 """
@@ -23,6 +24,7 @@ Hitting a cap (iterations, budget) is not an error: it is a ``StopReason`` on th
 from __future__ import annotations
 
 __all__ = [
+    "Cancelled",
     "ConfigError",
     "CorrectiveRAGError",
     "DuplicateIdError",
@@ -137,3 +139,11 @@ class VerdictParseError(CorrectiveRAGError):
     def __init__(self, message: str, *, raw: str = "") -> None:
         self.raw = shorten(raw, 2000)
         super().__init__(message)
+
+
+class Cancelled(CorrectiveRAGError):
+    """An in-flight call was cancelled (Ctrl-C, or a cancel event set by the caller).
+
+    Deliberately not an :class:`LLMError`: a cancelled call is not a failed one, so nothing
+    records it as an ungraded verdict or a failed rewrite; it ends the run.
+    """

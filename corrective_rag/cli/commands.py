@@ -7,13 +7,14 @@ own exceptions and turned into one line by :func:`corrective_rag.cli.main.main`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.errors import ConfigError, InputError, LLMError
 
 __all__ = [
     "cmd_batch",
@@ -57,6 +58,8 @@ def options(args: argparse.Namespace) -> Any:
         top_k=args.top_k,
         min_relevant=args.min_relevant,
         **_fallback_options(args),
+        timeout=args.timeout,
+        max_retries=args.max_retries,
     )
 
 
@@ -202,7 +205,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run one question and print its iteration table, kept documents and usage."""
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator
     from corrective_rag.inputs import check_query
+    from corrective_rag.llm.scope import call_scope
     from corrective_rag.runs.codec import to_dict
+    from corrective_rag.runs.failures import llm_failure
     from corrective_rag.runs.report import render_kept
 
     # A bad question fails before the store and the embedding model load. A question typed as
@@ -213,17 +218,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         quiet_progress()
     if opts.llm_url:
         check_reachable(opts.llm_url)  # before loading the store and the embedding model
-    with open_store(opts) as store, orchestrator(opts, store) as orch:
+    # Ctrl-C cancels the run's LLM calls in flight (see corrective_rag.cli.interrupts).
+    with (
+        open_store(opts) as store,
+        orchestrator(opts, store) as orch,
+        call_scope(cancel=_cancel_event(args)),
+    ):
         result = orch.run(args.question)
     result = _redacted(result)  # before the table is laid out, so its columns stay aligned
     if args.json:
         _out_json(to_dict(result))
-        return 0
-    _out(_table(result))
-    _out("")
-    _out(render_kept(result))
-    if result.answer is not None:
-        _out(f"\nanswer: {result.answer.text}")
+    else:
+        _out(_table(result))
+        _out("")
+        _out(render_kept(result))
+        if result.answer is not None:
+            _out(f"\nanswer: {result.answer.text}")
+    failure = llm_failure(result)
+    if failure is not None:  # printed above for the record, but not a success
+        raise LLMError(f"every LLM call of this run failed: {failure}")
     return 0
 
 
@@ -236,6 +249,11 @@ def _redacted(result: Any) -> Any:
 
     keys = secrets()
     return from_dict(RunResult, redact_tree(to_dict(result), keys)) if keys else result
+
+
+def _cancel_event(args: argparse.Namespace) -> Any:
+    interrupts = getattr(args, "interrupts", None)
+    return interrupts.event if interrupts is not None else None
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -260,7 +278,13 @@ def cmd_batch(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
     if opts.llm_url:
         check_reachable(opts.llm_url)
-    with open_store(opts) as store, orchestrator(opts, store) as orch:
+    interrupts = getattr(args, "interrupts", None)
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(open_store(opts))
+        orch = stack.enter_context(orchestrator(opts, store))
+        # The first Ctrl-C only sets the event: run_batch polls it, cancels the queries in
+        # flight and writes them as interrupted lines; a second Ctrl-C exits at once.
+        cancel = stack.enter_context(interrupts.by_event_only()) if interrupts else None
         summary = run_batch(
             queries,
             run_one(orch),
@@ -270,6 +294,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             rerun_errors=not args.skip_errors,
             secrets=secrets(),
+            cancel=cancel,
         )
     _out(summary.render())
     if args.summary_json:

@@ -23,6 +23,12 @@ __all__ = ["Options", "check_reachable", "open_store", "orchestrator", "run_one"
 log = structlog.get_logger(__name__)
 
 _REACH_TIMEOUT = 5.0  # seconds: long enough for a slow server to accept, short for a typo'd URL
+# Seconds one LLM call may take, tries included. Remote: two calls in a row (grading, then the
+# rewrite) against a server that never answers end a run within ~2 minutes. Local: the
+# embedded SmolLM2-135M grades a batch of 4 documents in ~10-40 s on 2 busy cores (measured,
+# docs/reliability-llm.md); 300 s leaves room for a loaded machine without hanging for ever.
+REMOTE_CALL_SECONDS = 60.0
+LOCAL_CALL_SECONDS = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,8 @@ class Options:
     fallback_store: str | None = None
     fallback_key: str | None = field(default=None, repr=False)  # never shown
     fetch_pages: bool = False
+    timeout: float | None = None  # seconds per LLM call, retries included; None: the default
+    max_retries: int | None = None
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
@@ -81,7 +89,26 @@ def check_reachable(base_url: str) -> None:
         raise LLMTransportError(f"cannot reach the LLM server at {base_url}: {exc}") from exc
 
 
-def _components(opts: Options, store: Any, base_url: str | None) -> tuple[Any, Any]:
+def _client_settings(opts: Options, *, local: bool) -> tuple[Any, Any]:
+    """Timeouts and retries of the chat client, from ``--timeout`` / ``--max-retries``."""
+    from corrective_rag.llm.settings import Retries, Timeouts
+
+    seconds = opts.timeout
+    if seconds is None:
+        seconds = LOCAL_CALL_SECONDS if local else REMOTE_CALL_SECONDS
+    timeouts = Timeouts(read=min(Timeouts().read, seconds), total=seconds)
+    if local:  # llama.cpp sends nothing until the reply is complete: silence is not a fault
+        timeouts = Timeouts(read=seconds, total=seconds)
+    retries = Retries(give_up_after=seconds)
+    if opts.max_retries is not None:
+        retries = Retries(max_retries=opts.max_retries, give_up_after=seconds)
+    return timeouts, retries
+
+
+def _components(
+    opts: Options, store: Any, base_url: str | None, slots: int | None = None
+) -> tuple[Any, Any]:
+    """Evaluator and rewriter; ``slots``: requests the (embedded) server serves at once."""
     if base_url is None:
         from corrective_rag.evaluate.local import LocalEvaluator
         from corrective_rag.rewrite.local import LocalRewriter
@@ -91,8 +118,19 @@ def _components(opts: Options, store: Any, base_url: str | None) -> tuple[Any, A
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.rewrite.llm import LLMRewriter
 
-    chat = OpenAIChatClient(base_url, opts.model or "default", api_key=opts.api_key)
-    return LLMEvaluator(chat), LLMRewriter(chat)
+    timeouts, retries = _client_settings(opts, local=slots is not None)
+    if slots is None:
+        chat = OpenAIChatClient(
+            base_url, opts.model or "default", api_key=opts.api_key, timeouts=timeouts,
+            retries=retries,
+        )  # fmt: skip
+        return LLMEvaluator(chat), LLMRewriter(chat)
+    # An embedded server serves `slots` requests at once: more in flight would only queue
+    # there and time out while it is busy. One request per slot, across every thread.
+    chat = OpenAIChatClient(
+        base_url, opts.model or "local", timeouts=timeouts, retries=retries, max_concurrency=slots
+    )
+    return LLMEvaluator(chat, max_workers=slots), LLMRewriter(chat)
 
 
 @contextlib.contextmanager
@@ -104,6 +142,7 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
 
     with contextlib.ExitStack() as stack:
         base_url = opts.llm_url
+        slots = None
         if opts.local_llm:
             from corrective_rag.llm.local_server import LocalLlamaServer
 
@@ -111,7 +150,8 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
                 raise InputError(f"GGUF model not found: {opts.local_llm}")
             server = stack.enter_context(LocalLlamaServer(opts.local_llm))
             base_url = server.base_url
-        evaluator, rewriter = _components(opts, store, base_url)
+            slots = server.n_parallel
+        evaluator, rewriter = _components(opts, store, base_url, slots)
         yield CorrectiveRAGOrchestrator(
             store,
             evaluator,

@@ -3,9 +3,13 @@
 ``OpenAIChatClient.complete`` posts to ``{base_url}/chat/completions`` and returns a
 :class:`~corrective_rag.types.ChatReply`. What it guarantees:
 
-- every request has a connect and a read timeout (:class:`Timeouts`);
+- every try has a connect, a read and a total timeout (:class:`Timeouts`), and all the tries of
+  one call share ``Retries.give_up_after``; an enclosing call scope
+  (:mod:`corrective_rag.llm.scope`: ``Budget.max_seconds``, Ctrl-C) bounds and cancels calls in
+  flight, because the exchange runs in a worker thread and the caller only waits on it;
 - HTTP 429 and 5xx, timeouts and connection errors are retried with exponential back-off and
-  jitter, honouring ``Retry-After`` (seconds or an HTTP date, capped); other 4xx are not retried;
+  jitter, honouring ``Retry-After`` (seconds or an HTTP date, capped); other 4xx are not retried,
+  and 401, 403, 404 and "unknown model" say what to fix (:func:`permanent_hint`);
 - structured output asks for ``response_format`` ``json_schema``, and when the server rejects it
   falls back to ``json_object``, then to instructions alone, remembering per client what worked;
 - a body larger than ``max_response_bytes`` is never held in memory: reading stops at the cap;
@@ -15,8 +19,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import random
+import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +36,7 @@ import structlog
 import urllib3.exceptions
 
 from corrective_rag.errors import (
+    Cancelled,
     ConfigError,
     InputError,
     LLMError,
@@ -35,13 +44,14 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
+from corrective_rag.llm import scope
 from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import ChatReply, Usage
 
-__all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
+__all__ = ["STRUCTURED_MODES", "OpenAIChatClient", "permanent_hint"]
 
 log = structlog.get_logger(__name__)
 
@@ -49,16 +59,86 @@ log = structlog.get_logger(__name__)
 STRUCTURED_MODES = ("json_schema", "json_object", "instructions")
 _REJECTION_HINTS = ("response_format", "json_schema", "json_object", "unsupported", "not support")
 _CHUNK = 64 * 1024
+_POLL = 0.05  # seconds between checks of cancellation and deadlines while a request runs
 _PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
 
 
 class _Retryable(Exception):
     """Internal: a failure worth another try, with the server's requested wait if any."""
 
-    def __init__(self, error: LLMError, retry_after: float | None = None) -> None:
+    def __init__(
+        self, error: LLMError, retry_after: float | None = None, *, give_up: float | None = None
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
+        self.give_up = give_up  # when the call's tries must have ended (monotonic), if bounded
+
+
+class _Exchange:
+    """One request's outcome, filled in by its worker thread."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.response: requests.Response | None = None
+        self.body = b""
+        self.error: BaseException | None = None
+        self._live: requests.Response | None = None
+        self._abandoned = False
+        self._lock = threading.Lock()
+
+    def attach(self, response: requests.Response) -> None:
+        """Record the open response, so that an abandoning caller can cut its socket."""
+        with self._lock:
+            self._live = response
+            abandoned = self._abandoned
+        if abandoned:
+            _shutdown(response)
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: cut the socket so the worker stops reading at once."""
+        with self._lock:
+            self._abandoned = True
+            live = self._live
+        if live is not None:
+            _shutdown(live)
+
+
+def _shutdown(response: requests.Response) -> None:
+    """Shut the response's socket down, which wakes a read blocked on it in another thread."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+# Statuses that no retry can fix, with what the user must change. OpenAI answers an unknown
+# model with 404 (code model_not_found); some servers use 400 with "model ... not found".
+_PERMANENT = {
+    401: "wrong or missing API key: check OPENAI_API_KEY",
+    403: "the API key may not use this model or endpoint: check the key and --model",
+    404: "wrong URL or unknown model: check --llm-url and --model",
+}
+_UNKNOWN_MODEL = re.compile(r"model\W.{0,80}(not found|does not exist|unknown|not exist)", re.I)
+
+
+def permanent_hint(status: int | None, body: str = "") -> str | None:
+    """What the user must fix when ``status`` (with ``body``) is a failure no retry can fix.
+
+    401 and 403 (the key), 404 (the URL or the model), and a 400 saying the model is unknown;
+    ``None`` for anything else.
+    """
+    if status in _PERMANENT:
+        return _PERMANENT[status]
+    if status == 400 and _UNKNOWN_MODEL.search(body or ""):
+        return "unknown model: check --model"
+    return None
 
 
 class OpenAIChatClient:
@@ -69,8 +149,9 @@ class OpenAIChatClient:
             (``/v1`` is added when the URL has no path); requests go to ``/chat/completions``.
         model: the model name sent with each request.
         api_key: sent as a bearer token; never logged nor shown in errors.
-        timeouts: connect and read timeouts.
-        retries: retry policy for 429, 5xx, timeouts and connection errors.
+        timeouts: connect, per-read and total timeouts of one try.
+        retries: retry policy for 429, 5xx, timeouts and connection errors, and the time all
+            the tries of one call share.
         pricing: per-million-token prices for the cost in ``ChatReply.usage``.
         max_concurrency: most requests in flight at once, across threads.
         max_response_bytes: responses larger than this fail with ``LLMResponseError``.
@@ -156,7 +237,9 @@ class OpenAIChatClient:
             InputError: malformed messages or arguments.
             LLMTimeoutError, LLMTransportError: no usable exchange after the retries.
             LLMResponseError: an error status (after retries where retryable) or unusable body.
+            Cancelled: the enclosing call scope was cancelled (Ctrl-C) before the reply came.
         """
+        scope.raise_if_cancelled()
         msgs = _check_messages(messages)
         if max_tokens is not None and not _positive_int(max_tokens):
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
@@ -240,15 +323,20 @@ class OpenAIChatClient:
 
     def _with_retries(self, payload: dict[str, Any], msgs: list[dict[str, str]]) -> ChatReply:
         attempt = 0
+        give_up: float | None = None  # set when the first try gets its slot
         while True:
             try:
-                return self._once(payload, msgs)
+                return self._once(payload, msgs, give_up)
             except _Retryable as retry:
+                give_up = retry.give_up
                 if attempt >= self.retries.max_retries:
                     raise retry.error from None
                 wait = self.retries.delay(attempt, self._rng.random())
                 if retry.retry_after is not None:
                     wait = min(retry.retry_after, self.retries.retry_after_max)
+                end = _earliest(give_up, scope.deadline())
+                if end is not None and time.monotonic() + wait >= end:
+                    raise retry.error from None  # no time left for another try
                 log.warning(
                     "llm_retry",
                     url=self.url,
@@ -257,7 +345,19 @@ class OpenAIChatClient:
                     error=str(retry.error),
                 )
                 attempt += 1
-                self._sleep(wait)
+                self._pause(wait)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait between tries; a cancelled scope ends the wait at once."""
+        if self._sleep is not time.sleep:
+            self._sleep(seconds)  # an injected sleep (tests) is called as given
+            scope.raise_if_cancelled()
+            return
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            scope.raise_if_cancelled()
+            time.sleep(min(_POLL, left))
+        scope.raise_if_cancelled()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -274,44 +374,128 @@ class OpenAIChatClient:
                 self._session = requests.Session()
             return self._session
 
-    def _once(self, payload: dict[str, Any], msgs: list[dict[str, str]]) -> ChatReply:
+    def _once(
+        self, payload: dict[str, Any], msgs: list[dict[str, str]], give_up: float | None
+    ) -> ChatReply:
+        """One try: the exchange runs in a worker thread; this thread waits, bounded.
+
+        The waiting thread never sits in a socket read, so a cancelled scope or a passed deadline
+        ends the call within ``_POLL`` seconds whatever the server does.
+        """
         session = self._session_or_new()
-        started = time.perf_counter()
-        with self._slots:
-            try:
-                response = session.post(
-                    self.url,
-                    json=payload,
-                    headers=self._headers(),
-                    timeout=(self.timeouts.connect, self.timeouts.read),
-                    stream=True,
-                )
-                try:
-                    body = self._read_capped(response)
-                finally:
-                    response.close()
-            except requests.Timeout as exc:
-                raise _Retryable(LLMTimeoutError(self._describe("timed out", exc))) from None
-            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-                error: LLMError = LLMTransportError(self._describe("connection failed", exc))
-                if _is_read_timeout(exc):
-                    error = LLMTimeoutError(self._describe("timed out", exc))
-                raise _Retryable(error) from None
-            except requests.RequestException as exc:
-                raise LLMTransportError(self._describe("request failed", exc)) from None
-        latency = time.perf_counter() - started
+        self._acquire_slot()  # released by the worker when its exchange ends
+        started = time.monotonic()
+        if give_up is None and self.retries.give_up_after is not None:
+            give_up = started + self.retries.give_up_after
+        run_end = scope.deadline()
+        end = min(_earliest(give_up, run_end) or math.inf, started + self.timeouts.total)
+        exchange = _Exchange()
+        worker = threading.Thread(
+            target=self._exchange,
+            args=(exchange, session, payload, end),
+            name="crag-llm-request",
+            daemon=True,  # an abandoned exchange must never keep the process alive
+        )
+        try:
+            worker.start()
+        except BaseException:
+            self._slots.release()
+            raise
+        why = self._await(exchange, end)
+        if why is not None:
+            exchange.abandon()
+            if why == "cancelled":
+                raise Cancelled(f"{self.url}: call cancelled")
+            if run_end is not None and run_end <= end:
+                what = "the run's deadline (Budget.max_seconds) passed"
+            elif give_up is not None and give_up <= end:
+                what = f"no complete answer within {self.retries.give_up_after:g} s, tries included"
+            else:
+                what = f"no complete answer within {self.timeouts.total:g} s"
+            raise _Retryable(LLMTimeoutError(f"{self.url} timed out: {what}"), give_up=give_up)
+        if exchange.error is not None:
+            raise self._failure(exchange.error, give_up)
+        response, body = exchange.response, exchange.body
+        assert response is not None  # set with body when error is None
+        latency = time.monotonic() - started
         status = response.status_code
         if status != 200:
             text = self._redact(body.decode("utf-8", "replace"))
-            error = LLMResponseError(f"{self.url} answered an error", status=status, body=text)
+            message = f"{self.url} answered an error"
+            hint = permanent_hint(status, text)
+            if hint:
+                message += f" ({hint}; not retried)"
+            error = LLMResponseError(message, status=status, body=text)
             log.info("llm_error_status", url=self.url, status=status)
             if status == 429 or status >= 500:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-                raise _Retryable(error, retry_after)
+                raise _Retryable(error, retry_after, give_up=give_up)
             raise error
         return self._reply(body, msgs, latency)
 
-    def _describe(self, what: str, exc: Exception) -> str:
+    def _acquire_slot(self) -> None:
+        """Wait for a concurrency slot; a cancelled scope or the run's deadline stops the wait."""
+        while not self._slots.acquire(timeout=_POLL):
+            scope.raise_if_cancelled()
+            end = scope.deadline()
+            if end is not None and time.monotonic() >= end:
+                raise LLMTimeoutError(
+                    f"{self.url}: the run's deadline (Budget.max_seconds) passed while waiting "
+                    f"for one of {self.max_concurrency} request slots"
+                )
+        if scope.cancelled():
+            self._slots.release()
+            scope.raise_if_cancelled()
+
+    def _await(self, exchange: _Exchange, end: float) -> str | None:
+        """Wait for the worker; ``"cancelled"`` or ``"deadline"`` when the wait was cut short."""
+        while not exchange.done.wait(max(0.0, min(_POLL, end - time.monotonic()))):
+            if scope.cancelled():
+                return "cancelled"
+            if time.monotonic() >= end:
+                return "deadline"
+        return None
+
+    def _exchange(
+        self, exchange: _Exchange, session: requests.Session, payload: dict[str, Any], end: float
+    ) -> None:
+        """The worker: post, read the capped body, record the outcome; always frees the slot."""
+        try:
+            left = max(0.001, end - time.monotonic())
+            timeout = (min(self.timeouts.connect, left), min(self.timeouts.read, left))
+            response = session.post(
+                self.url, json=payload, headers=self._headers(), timeout=timeout, stream=True
+            )
+            exchange.attach(response)
+            try:
+                exchange.body = self._read_capped(response)
+            finally:
+                response.close()
+            exchange.response = response
+        except BaseException as exc:  # handed to the waiting thread, which decides
+            exchange.error = exc
+        finally:
+            self._slots.release()
+            exchange.done.set()
+
+    def _failure(self, exc: BaseException, give_up: float | None) -> Exception:
+        """Map an exception from the worker to what ``_once`` raises."""
+        if isinstance(exc, LLMError):
+            return exc  # the size cap
+        if isinstance(exc, requests.Timeout):
+            return _Retryable(LLMTimeoutError(self._describe("timed out", exc)), give_up=give_up)
+        if isinstance(exc, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
+            error: LLMError = LLMTransportError(self._describe("connection failed", exc))
+            if _is_read_timeout(exc):
+                error = LLMTimeoutError(self._describe("timed out", exc))
+            return _Retryable(error, give_up=give_up)
+        if isinstance(exc, requests.RequestException):
+            return LLMTransportError(self._describe("request failed", exc))
+        if isinstance(exc, Exception):
+            return exc  # a bug or an injected session's own error: not ours to rename
+        return LLMTransportError(self._describe("request failed", exc))
+
+    def _describe(self, what: str, exc: BaseException) -> str:
         return self._redact(f"{self.url} {what}: {type(exc).__name__}: {exc}")
 
     def _read_capped(self, response: requests.Response) -> bytes:

@@ -73,7 +73,10 @@ class LocalLlamaServer:
         gguf_path: the model file.
         port: port to listen on; None picks a free one.
         n_ctx: context window in tokens (shared by the parallel slots).
-        threads: CPU threads for generation and prompt processing.
+        threads: CPU threads for generation and prompt processing. Default 1: llama.cpp's
+            threads wait for each other at every step, so on a busy machine more threads than
+            free cores is catastrophic (measured on 2 cores under load ~14: one grading call
+            took 5-15 s with 1 thread and 210-220 s with 2).
         n_parallel: requests served at once (slots).
         startup_timeout: seconds to wait for ``/health``.
 
@@ -88,7 +91,7 @@ class LocalLlamaServer:
         *,
         port: int | None = None,
         n_ctx: int = 2048,
-        threads: int = 2,
+        threads: int = 1,
         n_parallel: int = 1,
         startup_timeout: float = 60.0,
     ) -> None:

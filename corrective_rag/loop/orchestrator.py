@@ -18,9 +18,10 @@ from typing import Any
 
 import structlog
 
-from corrective_rag.errors import ConfigError, LLMError, SearchError, VerdictParseError
+from corrective_rag.errors import ConfigError, InputError, LLMError, SearchError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
+from corrective_rag.llm.scope import call_scope
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
@@ -226,6 +227,16 @@ class CorrectiveRAGOrchestrator:
             max_iterations=iterations,
             top_k=top_k,
         )
+        # Budget.max_seconds is a deadline for calls in flight too (see corrective_rag.llm.scope);
+        # the scope's own cancel event lets Ctrl-C end this run's parallel calls at once.
+        seconds = budget.max_seconds if budget is not None else None
+        with call_scope(seconds=seconds):
+            return self._loop(st, run_id, started_at, iterations, rlog)
+
+    def _loop(
+        self, st: _Run, run_id: str, started_at: str, iterations: int, rlog: Any
+    ) -> RunResult:
+        question = st.question
         history: list[IterationRecord] = []
         query = question
         stop, detail = StopReason.ITERATION_CAP, f"reached max_iterations={iterations}"
@@ -408,12 +419,19 @@ class CorrectiveRAGOrchestrator:
         request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs))
         try:
             rewrite = self.rewriter.rewrite(request)
-        except LLMError as exc:
+        except (LLMError, VerdictParseError) as exc:  # a strict rewriter's unreadable reply too
             return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
         if rewrite.query is not None and (
             not isinstance(rewrite.query, str) or not rewrite.query.strip()
         ):
             return replace(rewrite, query=None, rejected="empty rewrite")
+        if rewrite.query is not None:
+            try:  # model output (NUL, a lone surrogate) must never fail the query
+                check_query(rewrite.query, what="rewrite")
+            except InputError as exc:
+                shown = rewrite.query.encode("utf-8", "backslashreplace").decode("utf-8")
+                shown = shown.replace("\x00", "\\x00")  # kept as readable, storable text
+                return replace(rewrite, query=None, rejected=str(exc), candidate=shown)
         return rewrite
 
     # -- after the loop --------------------------------------------------------------------
@@ -446,7 +464,7 @@ class CorrectiveRAGOrchestrator:
         sources = recompose(strips, documents) if strips else documents
         try:
             answer = self.generator.generate(st.question, sources)
-        except LLMError as exc:
+        except (LLMError, VerdictParseError) as exc:  # a strict generator's unreadable reply too
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer

@@ -10,8 +10,12 @@ Policies, chosen once:
 
 * Input: strict. A malformed line, a missing or empty id or query, or a repeated id raises
   :class:`InputError` naming the line before anything runs (blank lines are ignored).
-* A query that raises (LLM down past its retries, bad input, any ``Exception``) gets an error
-  line and the batch goes on.
+* A query that raises (LLM down past its retries, bad input, any ``Exception``), or whose
+  every LLM call failed, gets an error line and the batch goes on; when the first queries all
+  fail with the same permanent LLM failure (a wrong key, URL or model), the batch stops and
+  says what to fix.
+* Ctrl-C (or the ``cancel`` event) cancels the running queries' LLM calls and writes each of
+  them as an ``interrupted`` error line.
 * Resume: ok ids are skipped; ids whose last line is an error are run again, unless
   ``rerun_errors=False``. The last line of an id wins when reading back.
 """
@@ -22,19 +26,22 @@ import contextlib
 import hashlib
 import json
 import os
+import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 import structlog
 
-from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.errors import Cancelled, ConfigError, InputError, LLMError, LLMResponseError
 from corrective_rag.inputs import check_int, check_query, is_int
+from corrective_rag.llm.scope import call_scope
+from corrective_rag.runs.failures import llm_failure, permanent_failure
 from corrective_rag.runs.jsonl import iter_jsonl
 from corrective_rag.runs.paths import same_file
 from corrective_rag.runs.results import (
@@ -60,6 +67,10 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 RunOne: TypeAlias = Callable[[str], RunResult]
+
+INTERRUPTED = "interrupted"  # error type of a query cut short by Ctrl-C; resume runs it again
+_PROBE = 3  # first results that, all failing with the same permanent error, stop the batch
+_POLL = 0.1  # seconds between checks of the cancel event while waiting for results
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +255,86 @@ def _attempt(runners: _Runners, q: Query) -> dict[str, Any]:
         result = runners.get()(q.query)
         if not isinstance(result, RunResult):
             raise TypeError(f"run_one returned {type(result).__name__}, not RunResult")
+        failure = llm_failure(result)
+        if failure is not None:  # not a success: an error line, so that resume runs it again
+            raise LLMError(f"every LLM call of this query failed: {failure}")
         return ok_line(q.id, q.query, result, time.perf_counter() - start)
     except Exception as exc:  # one query's failure must not stop the batch
-        log.warning("batch_query_failed", id=q.id, error=type(exc).__name__, message=str(exc))
+        if not isinstance(exc, Cancelled):
+            log.warning("batch_query_failed", id=q.id, error=type(exc).__name__, message=str(exc))
         return error_line(q.id, q.query, exc, time.perf_counter() - start)
+
+
+def interrupted_line(q: Query, seconds: float) -> dict[str, Any]:
+    """The error line of a query that was running when the batch was stopped (rerun on resume)."""
+    line = error_line(q.id, q.query, Cancelled("interrupted before it finished"), seconds)
+    line["error"]["type"] = INTERRUPTED
+    return line
+
+
+def _same_permanent_failure(lines: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
+    """The one permanent failure every line of ``lines`` reports, if they all report the same."""
+    found = set()
+    for line in lines:
+        if line["status"] == "ok":
+            return None
+        failure = permanent_failure(str(line["error"].get("message", "")))
+        if failure is None:
+            return None
+        found.add(failure)
+    return found.pop() if len(found) == 1 else None
+
+
+class _Workers:
+    """Daemon threads running queries; the calling thread records what they finish.
+
+    Daemon threads, so that a query stuck in user code never keeps an interrupted process alive;
+    each query runs in a call scope tied to ``cancel``, so that stopping cancels its LLM calls.
+    """
+
+    def __init__(
+        self, runners: _Runners, todo: Sequence[Query], concurrency: int, cancel: threading.Event
+    ) -> None:
+        self._runners = runners
+        self._todo = deque(todo)
+        self._cancel = cancel
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._running: dict[str, tuple[Query, float]] = {}
+        self.finished: queue.Queue[dict[str, Any]] = queue.Queue()
+        for _ in range(min(concurrency, len(todo))):
+            threading.Thread(target=self._work, name="crag-batch", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if self._stopped or self._cancel.is_set() or not self._todo:
+                    return
+                q = self._todo.popleft()
+                started = time.perf_counter()
+                self._running[q.id] = (q, started)
+            try:
+                with call_scope(cancel=self._cancel):
+                    line = _attempt(self._runners, q)
+            except BaseException as exc:  # never leave the recorder waiting for this query
+                line = error_line(q.id, q.query, exc, time.perf_counter() - started)
+            with self._lock:
+                if self._stopped or self._cancel.is_set():
+                    return  # left in _running: stop() writes it as interrupted
+                del self._running[q.id]
+                self.finished.put(line)
+
+    def stop(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Start nothing more, cancel what runs: (lines finished before, interrupted lines)."""
+        self._cancel.set()
+        with self._lock:
+            self._stopped = True
+            running = list(self._running.values())
+        done = []
+        while not self.finished.empty():
+            done.append(self.finished.get_nowait())
+        now = time.perf_counter()
+        return done, [interrupted_line(q, now - started) for q, started in running]
 
 
 @contextlib.contextmanager
@@ -277,6 +364,7 @@ def run_batch(
     fsync: bool = True,
     progress_stream: IO[str] | None = None,
     secrets: Sequence[str] = (),
+    cancel: threading.Event | None = None,
 ) -> BatchSummary:
     """Run every query, appending one line per query to ``out_path``.
 
@@ -295,21 +383,28 @@ def run_batch(
         progress_stream: where the bar goes, stderr by default.
         secrets: strings (an API key) replaced by ``***`` in every line written, whatever
             their source; see :mod:`corrective_rag.text.secrets`.
+        cancel: setting this event stops the batch as Ctrl-C does (e.g. from a signal handler).
 
     Returns:
         The summary over the last line of every query of this batch (and shard), including
-        those skipped as already done. On Ctrl-C the running queries finish and are written,
-        the rest are not started, and ``KeyboardInterrupt`` propagates.
+        those skipped as already done. On Ctrl-C (or ``cancel``) no query is started, the LLM
+        calls of running queries are cancelled, each running query gets an ``interrupted``
+        error line (run again on resume) and ``KeyboardInterrupt`` propagates.
 
     Raises:
         ConfigError: bad arguments. InputError: a bad queries file, a results file that is not
         a results file (or is the queries file itself), or another batch writing to it.
+        LLMResponseError: the first queries all failed with the same permanent LLM failure
+        (HTTP 401, 403, 404, unknown model); the message says what to fix.
     """
     if (run_one is None) == (runner_factory is None):
         raise ConfigError("give exactly one of run_one and runner_factory")
     check_int(concurrency, "concurrency", minimum=1)
     if shard is not None:
         _check_shard(shard)
+    if cancel is not None and not isinstance(cancel, threading.Event):
+        raise ConfigError(f"cancel must be a threading.Event or None, got {cancel!r}")
+    cancel = cancel if cancel is not None else threading.Event()
     items: list[Any] = []
     if isinstance(queries, str | os.PathLike):
         if same_file(out_path, queries):
@@ -336,36 +431,52 @@ def run_batch(
         skipped = len(mine) - len(todo)
         log.info("batch_started", queries=len(mine), todo=len(todo), skipped=skipped)
         runners = _Runners(run_one, runner_factory)
-        with (
-            _progress(len(todo), progress, progress_stream) as bar,
-            ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="crag") as pool,
-        ):
+        with _progress(len(todo), progress, progress_stream) as bar:
             counts = {"ok": 0, "failed": 0}
+            written: list[dict[str, Any]] = []
 
-            def record(fut: Future[dict[str, Any]]) -> None:
-                line = fut.result()
+            def record(line: dict[str, Any]) -> None:
                 writer.write(line)
+                if len(written) < _PROBE:
+                    written.append(line)
                 counts["ok" if line["status"] == "ok" else "failed"] += 1
                 if bar is not None:
                     bar.set_postfix(counts, refresh=False)
                     bar.update(1)
 
-            pending = {pool.submit(_attempt, runners, q) for q in todo}
+            workers = _Workers(runners, todo, concurrency, cancel)
+            left = len(todo)
+            permanent = None
             try:
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        record(fut)
+                while left:
+                    if cancel.is_set():
+                        raise KeyboardInterrupt
+                    try:
+                        line = workers.finished.get(timeout=_POLL)
+                    except queue.Empty:
+                        continue
+                    record(line)
+                    left -= 1
+                    if len(written) == min(_PROBE, len(todo)) == counts["failed"]:
+                        permanent = _same_permanent_failure(written)
+                        if permanent is not None and left:
+                            break
             except KeyboardInterrupt:
                 interrupted = True
-                log.warning("batch_interrupted", written=sum(counts.values()))
-                for fut in pending:
-                    fut.cancel()
-                # Queries already running finish and are written: their work is not thrown away.
-                for fut in pending:
-                    if not fut.cancelled():
-                        record(fut)
-                raise
+            if interrupted or (permanent is not None and left):
+                done_lines, cut = workers.stop()
+                for line in [*done_lines, *cut]:
+                    record(line)
+                log.warning("batch_stopped", written=sum(counts.values()), interrupted=len(cut))
+            if interrupted:
+                raise KeyboardInterrupt
+            if permanent is not None and left:
+                status, hint = permanent
+                raise LLMResponseError(
+                    f"batch stopped: its first {len(written)} queries all failed alike: {hint}. "
+                    f"Fix that and run the same command again to resume",
+                    status=status,
+                )
     finally:
         writer.close()
         if not interrupted:

@@ -2,8 +2,9 @@
 
 For tests and benchmarks of the LLM path without a model: replies are a deterministic function of
 the request (by default :func:`default_reply`, which grades documents by word overlap), every
-request can be delayed, and faults (429 with ``Retry-After``, 5xx, hangs, bodies cut short,
-non-JSON, wrong-shape JSON, huge bodies, scripted content) are queued for the next requests.
+request can be delayed, and faults (429 with ``Retry-After``, 5xx, hangs, requests held until the
+test releases them, bodies dripped one byte at a time or cut short, non-JSON, wrong-shape JSON,
+huge bodies, scripted content) are queued for the next requests.
 Requests are served in parallel, one thread each, and recorded::
 
     with ScriptedLLMServer(latency=0.05) as server:
@@ -57,6 +58,16 @@ class Fault:
     def hang(cls, seconds: float) -> Fault:
         """Answer normally, but only after ``seconds`` (past a client's read timeout)."""
         return cls("hang", seconds=seconds)
+
+    @classmethod
+    def held(cls) -> Fault:
+        """Answer normally, but only once the test calls :meth:`ScriptedLLMServer.release`."""
+        return cls("held")
+
+    @classmethod
+    def drip(cls, interval: float = 2.0) -> Fault:
+        """HTTP 200 with a long body sent one byte every ``interval`` seconds (never finishes)."""
+        return cls("drip", seconds=interval)
 
     @classmethod
     def close_mid_body(cls) -> Fault:
@@ -201,6 +212,17 @@ class _Handler(BaseHTTPRequestHandler):
         kind = fault.kind if fault else None
         if fault and kind == "hang":
             owner._stopping.wait(fault.seconds)
+        if fault and kind == "held":
+            owner._released.wait()
+        if fault and kind == "drip":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            while not owner._stopping.wait(fault.seconds):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            return
         fmt = (request.get("response_format") or {}).get("type")
         if fmt and fmt in owner.reject_formats:
             msg = f"response_format type {fmt} is not supported by this server"
@@ -303,7 +325,9 @@ class ScriptedLLMServer:
         self._chooser = faults
         self._seen: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
+        self._released = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -324,6 +348,18 @@ class ScriptedLLMServer:
         with self._lock:
             self._faults.extend(faults)
 
+    def wait_for_requests(self, count: int, timeout: float = 120.0) -> bool:
+        """Block until ``count`` chat requests have arrived (False if ``timeout`` passes first).
+
+        For tests that must act while a request is in flight: a server-side event, not a sleep.
+        """
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.request_count >= count, timeout)
+
+    def release(self) -> None:
+        """Let every request held by :meth:`Fault.held` (now and later) be answered."""
+        self._released.set()
+
     def start(self) -> ScriptedLLMServer:
         """Bind a free port and serve in a background thread."""
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
@@ -337,8 +373,9 @@ class ScriptedLLMServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and release the port; hanging requests are woken up."""
+        """Stop serving and release the port; hanging and held requests are woken up."""
         self._stopping.set()
+        self._released.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -357,6 +394,7 @@ class ScriptedLLMServer:
             self.request_count += 1
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            self._arrived.notify_all()
             if self._faults:
                 return self._faults.popleft()
             if self._chooser is None:

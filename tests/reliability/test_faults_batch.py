@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.runs.batch import Query, run_batch
-from corrective_rag.runs.results import read_results
+from corrective_rag.runs.results import latest_records, read_results
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
@@ -165,44 +166,60 @@ def test_llm_faults_in_a_concurrent_batch_end_as_recorded_outcomes(tmp_path):
 # -- Ctrl-C of the real command ----------------------------------------------------------------
 
 
+FREE = 10  # queries answered before the server starts holding every request
+
+
+def _hold_after_free(request: Mapping[str, Any], attempt: int) -> Fault | None:
+    """Answer the first FREE questions; hold the others' requests until the server stops."""
+    user = request["messages"][1]["content"].split("\n", 1)[0]
+    number = re.search(r"\((\d+)\)", user)
+    return Fault.held() if number and int(number.group(1)) >= FREE else None
+
+
 @pytest.mark.slow
 def test_ctrl_c_of_the_batch_command_resumes_with_no_loss_and_no_duplicates(tmp_path, embedder):
-    """SIGINT to `python3 -m corrective_rag batch` (LLM evaluator on a scripted server) exits 130
-    on a whole line, and the same command run again completes every id exactly once."""
+    """SIGINT to `python3 -m corrective_rag batch` (LLM evaluator on a scripted server) while
+    queries are held exits 130 on a whole line with the finished queries written, and the same
+    command run again completes every id, running none of the finished ones twice."""
     store_dir = tmp_path / "store"
     with HybridStore.open(store_dir, embedder=embedder) as store:
         store.add(_corpus())
     queries = tmp_path / "queries.jsonl"
-    ids = [f"q{i:03d}" for i in range(80)]
+    ids = [f"q{i:03d}" for i in range(40)]
     with queries.open("w") as fh:
         for i, qid in enumerate(ids):
             fh.write(json.dumps({"id": qid, "query": f"{QUESTIONS[i % 6]} ({i})"}) + "\n")
     out = tmp_path / "results.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    with ScriptedLLMServer(latency=0.03) as server:
+    with ScriptedLLMServer(faults=_hold_after_free) as server:
         command = [
             sys.executable, "-m", "corrective_rag", "batch", str(queries), "--out", str(out),
             "--store", str(store_dir), "--llm-url", server.base_url, "--model", "scripted",
             "--concurrency", "4", "--no-progress",
         ]  # fmt: skip
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while not (out.exists() and out.read_bytes().count(b"\n") >= 10):
-            assert proc.poll() is None and time.monotonic() < deadline, "batch ended too soon"
+        # Events, not a clock: FREE lines written (the later queries are held by the server).
+        while not (out.exists() and out.read_bytes().count(b"\n") >= FREE):
+            assert proc.poll() is None, "batch ended before the interrupt point"
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
-        assert 130 == proc.wait(timeout=60)
-        assert out.read_bytes().endswith(b"\n")
-        before = [r.id for r in read_results(out)]
-        assert len(ids) > len(before) >= 10
-        assert len(before) == len(set(before))
+        assert 130 == proc.wait(timeout=300)
+    assert out.read_bytes().endswith(b"\n")
+    before = read_results(out)
+    assert FREE == sum(r.ok for r in before)
+    assert all(r.error["type"] == "interrupted" for r in before if not r.ok)
+    assert len(before) == len({r.id for r in before})
+    with ScriptedLLMServer() as server:
+        command[command.index("--llm-url") + 1] = server.base_url
         again = subprocess.run(
             command, env=env, capture_output=True, text=True, timeout=300, check=False
         )
     assert 0 == again.returncode, again.stderr
-    after = [r.id for r in read_results(out)]
-    assert sorted(ids) == sorted(after)  # every id once: none lost, none written twice
-    assert all(r.ok for r in read_results(out))
+    latest = latest_records(read_results(out))
+    assert sorted(ids) == sorted(r.id for r in latest)  # none lost
+    assert all(r.ok for r in latest)
+    ok_ids = [r.id for r in read_results(out) if r.ok]
+    assert len(ok_ids) == len(set(ok_ids))  # no finished query run twice
 
 
 # -- many runs at once on shared components ----------------------------------------------------
