@@ -44,6 +44,8 @@ from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 class OracleEvaluator:
     """Verdicts read from the qrels: relevant iff the document is a qrel of the question."""
 
+    documents_per_call = None  # no LLM calls
+
     def __init__(self, collection: Collection) -> None:
         self.by_text = {text: collection.qrels[qid] for qid, text in collection.queries.items()}
 

@@ -223,6 +223,8 @@ def test_failing_evaluator_gives_ungraded_verdicts() -> None:
     """An evaluator raising an LLM error yields ungraded verdicts, not a crash."""
 
     class Down:
+        documents_per_call = 1
+
         def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
             raise LLMTransportError("connection refused")
 

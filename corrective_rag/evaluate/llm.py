@@ -150,6 +150,11 @@ class LLMEvaluator:
         )
         return Evaluation(ordered, usage)
 
+    @property
+    def documents_per_call(self) -> int:
+        """Documents judged per LLM call: the batch size (see the Evaluator protocol)."""
+        return self.batch_size
+
     # -- one call ----------------------------------------------------------------------------
 
     def _call(self, question: str, items: Sequence[_Item]) -> tuple[str, Usage]:

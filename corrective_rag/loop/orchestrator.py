@@ -153,6 +153,8 @@ class CorrectiveRAGOrchestrator:
         strip_sentences: int = 1,
         candidate_limit: int = 200,
     ) -> None:
+        if callable(getattr(evaluator, "evaluate", None)):
+            documents_per_call(evaluator)  # says what is missing, before "must implement"
         for name, obj, proto in (
             ("retriever", retriever, Retriever),
             ("evaluator", evaluator, Evaluator),
