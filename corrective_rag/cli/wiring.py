@@ -86,7 +86,8 @@ def _components(opts: Options, store: Any, base_url: str | None) -> tuple[Any, A
     from corrective_rag.rewrite.llm import LLMRewriter
 
     chat = OpenAIChatClient(base_url, opts.model or "default", api_key=opts.api_key)
-    return LLMEvaluator(chat), LLMRewriter(chat)
+    # one chat model judges and rewrites: the grading call proposes the next query (one call)
+    return LLMEvaluator(chat, propose=True), LLMRewriter(chat)
 
 
 @contextlib.contextmanager

@@ -105,8 +105,10 @@ def default_reply(request: Mapping[str, Any]) -> str:
     """Answer corrective_rag's own prompts deterministically from word overlap.
 
     Grading: a document is relevant when it holds at least half the question's content terms;
-    its score is that fraction. Rewriting: the question plus a numbered suffix. Answering: cite
-    the overlapping documents. Support check: "fully" when every answer term is in a document.
+    its score is that fraction; asked to propose too, the next query is the first rewrite the
+    rewriter would make. Rewriting: the question plus a numbered suffix (the queries tried).
+    Answering: cite the overlapping documents. Support check: "fully" when every answer term is
+    in a document.
     """
     messages = request.get("messages") or []
     system = next((m["content"] for m in messages if m.get("role") == "system"), "")
@@ -127,7 +129,11 @@ def default_reply(request: Mapping[str, Any]) -> str:
                     "missing": None if score >= 0.5 else "the question's main terms",
                 }
             )
-        return json.dumps({"verdicts": verdicts})
+        if prompts.PROPOSE_RULE not in system:
+            return json.dumps({"verdicts": verdicts})
+        lacking = "nothing" if any(v["relevant"] for v in verdicts) else "the question's terms"
+        proposal = {"lacking": lacking, "next_query": f"{question} background 1"}
+        return json.dumps({"verdicts": verdicts, **proposal})
     if system.startswith(prompts.REWRITER_SYSTEM[:40]):
         tried = user.count("\n- ")
         return json.dumps({"query": f"{question} background {tried}", "rationale": "broaden"})
