@@ -12,7 +12,10 @@ seconds per query; plus the evaluator's agreement with the qrels on everything i
         --json loop-hotpotqa-local.json
 
 ``--evaluator oracle`` judges from the qrels (an upper bound for the loop); ``--evaluator llm``
-uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``.
+uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``, in ``--grading
+one-call`` (judge and propose, the default) or ``two-call`` mode; ``benchmarks/qrels_judge.py``
+serves a scripted model that judges from the qrels. The corrective arm also reports LLM calls
+per iteration and prompt / completion tokens per query.
 """
 
 from __future__ import annotations
@@ -80,7 +83,9 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
     if not args.llm_url or not args.model:
         raise SystemExit("--evaluator llm needs --llm-url and --model")
     client = OpenAIChatClient(args.llm_url, model=args.model)
-    return LLMEvaluator(client), LLMRewriter(client)
+    if args.grading == "two-call":
+        return LLMEvaluator(client), LLMRewriter(client)
+    return LLMEvaluator(client, propose=True), LLMRewriter(client)
 
 
 def keep_policy(name: str) -> Any:
@@ -107,6 +112,8 @@ class Tally:
         self.kept = self.kept_relevant = 0
         self.evaluated = self.llm_calls = 0
         self.seconds = 0.0
+        self.iterations = self.prompt_tokens = self.completion_tokens = 0
+        self.stop_reasons: dict[str, int] = {}
 
     def add(
         self, kept: set[str], truth: frozenset[str], evaluated: int, calls: int, s: float
@@ -130,6 +137,19 @@ class Tally:
             "evaluated_per_query": self.evaluated / n,
             "llm_calls_per_query": self.llm_calls / n,
             "seconds_per_query": self.seconds / n,
+            **self.loop_figures(n),
+        }
+
+    def loop_figures(self, n: int) -> dict[str, Any]:
+        """Per-iteration calls, tokens and stop reasons (the corrective arm only)."""
+        if not self.iterations:
+            return {}
+        return {
+            "iterations_per_query": self.iterations / n,
+            "llm_calls_per_iteration": self.llm_calls / self.iterations,
+            "prompt_tokens_per_query": self.prompt_tokens / n,
+            "completion_tokens_per_query": self.completion_tokens / n,
+            "stop_reasons": dict(sorted(self.stop_reasons.items())),
         }
 
 
@@ -153,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
     parser.add_argument("--llm-url", default=None)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--grading", choices=["one-call", "two-call"], default="one-call")
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -209,10 +230,16 @@ def main(argv: list[str] | None = None) -> int:
             result.usage.total.llm_calls,
             time.perf_counter() - started,
         )
+        corrective.iterations += result.iterations
+        corrective.prompt_tokens += result.usage.total.prompt_tokens
+        corrective.completion_tokens += result.usage.total.completion_tokens
+        reason = result.stop_reason.value
+        corrective.stop_reasons[reason] = corrective.stop_reasons.get(reason, 0) + 1
     embedder.save()
     report = {
         "collection": collection.name,
         "evaluator": args.evaluator,
+        "grading": args.grading if args.evaluator == "llm" else None,
         "policy": args.policy,
         "k": args.k,
         "iterations": args.iterations,

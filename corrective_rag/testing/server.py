@@ -330,9 +330,9 @@ class ScriptedLLMServer:
         with self._lock:
             self._faults.extend(faults)
 
-    def start(self) -> ScriptedLLMServer:
-        """Bind a free port and serve in a background thread."""
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+    def start(self, port: int = 0) -> ScriptedLLMServer:
+        """Bind ``port`` (0: a free one) and serve in a background thread."""
+        self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.owner = self
         self._stopping.clear()
         # A short poll interval keeps stop() fast (the default waits up to 0.5 s).
