@@ -113,6 +113,7 @@ class Tally:
         self.evaluated = self.llm_calls = 0
         self.seconds = 0.0
         self.iterations = self.prompt_tokens = self.completion_tokens = 0
+        self.rewrite_calls = self.rewrite_prompt_tokens = 0
         self.stop_reasons: dict[str, int] = {}
 
     def add(
@@ -149,6 +150,8 @@ class Tally:
             "llm_calls_per_iteration": self.llm_calls / self.iterations,
             "prompt_tokens_per_query": self.prompt_tokens / n,
             "completion_tokens_per_query": self.completion_tokens / n,
+            "rewrite_calls_per_query": self.rewrite_calls / n,
+            "rewrite_prompt_tokens_per_query": self.rewrite_prompt_tokens / n,
             "stop_reasons": dict(sorted(self.stop_reasons.items())),
         }
 
@@ -185,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
 
     collection = load_collection(args.data)
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
-    retriever = build_retriever(collection, embedder)
+    if args.evaluator == "local":
+        retriever = build_retriever(collection, embedder)
+    else:  # the corpus's sentences are embedded ahead for the local judge only
+        from benchmarks.overhead import build_store
+
+        retriever = build_store(collection, embedder)
     evaluator, _ = components(args, collection, retriever)
     # the loop gets its own evaluator: the local one remembers what it judged for a question,
     # and the loop must not profit from the single-shot arm's judgments
@@ -233,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         corrective.iterations += result.iterations
         corrective.prompt_tokens += result.usage.total.prompt_tokens
         corrective.completion_tokens += result.usage.total.completion_tokens
+        corrective.rewrite_calls += result.usage.rewriting.llm_calls
+        corrective.rewrite_prompt_tokens += result.usage.rewriting.prompt_tokens
         reason = result.stop_reason.value
         corrective.stop_reasons[reason] = corrective.stop_reasons.get(reason, 0) + 1
     embedder.save()

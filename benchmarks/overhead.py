@@ -3,9 +3,10 @@
 Everything a run does except waiting for a model: retrieving the question and each rewrite from
 the hybrid store (BM25 + dense in chromadb, fused), grading and rewriting through the real
 ``LLMEvaluator`` / ``LLMRewriter`` and HTTP client against a scripted model answering at once
-(``benchmarks/qrels_judge.py``), the loop's bookkeeping, and the result's JSON. Query embeddings
-come from the disk cache (a warm-up pass fills it), torch runs one thread. Prints p50 / p90 /
-mean seconds per question, then the profile of a second pass grouped by part, and writes JSON.
+(``benchmarks/qrels_judge.py``, in its own process), the loop's bookkeeping, and the result's
+JSON. Query embeddings come from the disk cache (a warm-up pass fills it), torch runs one
+thread. Prints p50 / p90 / mean seconds per question, then the profile of a second pass in
+milliseconds per question by part, and writes JSON.
 
     python benchmarks/overhead.py DATA --limit 100 --json overhead.json
 """
@@ -18,7 +19,9 @@ import json
 import logging
 import os
 import pstats
+import socket
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,9 +32,8 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.beir_data import load_collection
+from benchmarks.beir_data import Collection, load_collection
 from benchmarks.embedding_cache import cached_embeddings
-from benchmarks.qrels_judge import qrels_reply
 from benchmarks.retrievers import DiskCachedEmbedder
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
@@ -41,51 +43,74 @@ from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.runs.codec import to_dict
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.testing.server import ScriptedLLMServer
 
-# Where a function's time is counted: the first part whose marker is in its file path or name.
+# The parts a run's time goes to: (name, file, function), each counted with its callees. "LLM"
+# is the HTTP round trip to a model answering at once, in its own process (a real server is).
 PARTS = (
-    ("llm: http client + scripted server", ("llm/client.py", "requests/", "urllib3/", "http/")),
-    ("grading prompt + tiktoken", ("evaluate/llm.py", "llm/prompts.py", "tiktoken")),
-    ("rewrite + drift guard", ("rewrite/",)),
-    ("bm25", ("store/bm25.py", "rank_bm25")),
-    ("dense: chromadb query", ("store/dense.py", "chromadb/")),
-    ("fusion", ("store/fusion.py",)),
-    ("query embedding (cache)", ("embeddings.py", "retrievers.py")),
-    ("result JSON", ("runs/codec.py", "json/")),
+    ("llm round trips (client, http, json)", "llm/client.py", "complete"),
+    ("grading prompts + tiktoken", "evaluate/llm.py", "_batches"),
+    ("retrieval: hybrid store (all legs)", "store/hybrid.py", "retrieve"),
+    ("  bm25 leg", "store/bm25.py", "top_k"),
+    ("  dense leg: chromadb query", "store/dense.py", "query"),
+    ("  dense leg: query embedding (cache)", "benchmarks/retrievers.py", "embed"),
+    ("  fetching hit documents", "store/hybrid.py", "_hits"),
+    ("multi-query fusion", "loop/multiquery.py", "search_queries"),
+    ("rewrite check (drift guard)", "rewrite/llm.py", "rewrite"),
+    ("result to JSON", "benchmarks/overhead.py", "to_json"),
 )
 
 
-def build_store(data: str) -> tuple[Any, HybridStore, DiskCachedEmbedder]:
-    """The collection and an in-memory hybrid store whose embedder answers from the disk cache."""
-    collection = load_collection(data)
-    embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
+def build_store(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:
+    """An in-memory hybrid store over ``collection`` embedding from the disk cache.
+
+    Unlike ``build_retriever`` it does not embed every sentence of the corpus ahead: only the
+    local evaluator needs those.
+    """
     texts = [d.text for d in collection.documents]
     embedder.add(texts, cached_embeddings(collection.name, collection.documents, embedder.inner))
     store = HybridStore.in_memory(embedder=embedder)
     store.add(collection.documents)
-    return collection, store, embedder
+    return store
+
+
+def to_json(result: Any) -> str:
+    """The run's result as the JSON a history store writes."""
+    return json.dumps(to_dict(result))
 
 
 def one(loop: CorrectiveRAGOrchestrator, question: str) -> float:
     """Seconds for one run of ``question``, its result turned into JSON included."""
     started = time.perf_counter()
-    result = loop.run(question)
-    json.dumps(to_dict(result))
+    to_json(loop.run(question))
     return time.perf_counter() - started
 
 
-def parts(profile: cProfile.Profile, total: float) -> dict[str, float]:
-    """Seconds of the profiled pass by part, from each function's own (not cumulative) time."""
-    stats = pstats.Stats(profile)
-    out = {name: 0.0 for name, _ in PARTS}
-    out["loop bookkeeping + other"] = 0.0
-    for (path, _, func), row in stats.stats.items():  # type: ignore[attr-defined]
-        own = row[2]
-        where = f"{path}:{func}"
-        name = next((n for n, marks in PARTS if any(m in where for m in marks)), None)
-        out[name or "loop bookkeeping + other"] += own
-    return {k: round(v / total, 4) for k, v in out.items()}
+def parts(profile: cProfile.Profile, questions: int) -> dict[str, float]:
+    """Milliseconds per question of each part (cumulative: a part includes its callees)."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    out = {}
+    for name, path, func in PARTS:
+        cumulative = sum(
+            row[3] for (p, _, f), row in stats.items() if p.endswith(path) and f == func
+        )
+        out[name] = round(1000 * cumulative / questions, 2)
+    return out
+
+
+def judge_process(data: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``qrels_judge.py`` at 0 ms latency in its own process; return it and its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = Path(__file__).resolve().parent / "qrels_judge.py"
+    command = [sys.executable, str(script), data, "--latency-ms", "0", "--port", str(port)]
+    command += ["--usage", "words"]  # the model's own bookkeeping is not the loop's cost
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""  # "serving URL" once it listens
+    if not line.startswith("serving "):
+        proc.kill()
+        raise SystemExit(f"the qrels judge did not start: {line!r}")
+    return proc, line.split()[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,10 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    collection, store, embedder = build_store(args.data)
+    collection = load_collection(args.data)
+    embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
+    store = build_store(collection, embedder)
     questions = list(collection.queries.values())[: args.limit]
-    with ScriptedLLMServer(qrels_reply(collection), latency=0.0) as server:
-        chat = OpenAIChatClient(server.base_url, "scripted")
+    judge, url = judge_process(args.data)
+    try:
+        chat = OpenAIChatClient(url, "scripted")
         loop = CorrectiveRAGOrchestrator(
             store,
             LLMEvaluator(chat, propose=True, cache=VerdictCache(0)),  # every pass grades
@@ -123,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             one(loop, question)
         profile.disable()
         profiled = time.perf_counter() - profiled_started
-        calls = server.request_count
-    share = parts(profile, profiled)
+    finally:
+        judge.terminate()
+        judge.wait(timeout=30)
     report = {
         "collection": collection.name,
         "questions": len(questions),
@@ -135,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         "p50_seconds": statistics.median(seconds),
         "p90_seconds": statistics.quantiles(seconds, n=10)[-1] if len(seconds) > 1 else seconds[0],
         "mean_seconds": statistics.fmean(seconds),
-        "llm_requests_all_passes": calls,
-        "profile_share_of_time": share,
+        "load_average_1min": os.getloadavg()[0],
+        "profiled_ms_per_question": round(1000 * profiled / len(questions), 2),
+        "profile_ms_per_question": parts(profile, len(questions)),
     }
     print(json.dumps(report, indent=2))
     pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)

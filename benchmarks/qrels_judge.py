@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.beir_data import Collection, load_collection
 from corrective_rag.llm import prompts
+from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.rewrite.guard import normalise_query
 from corrective_rag.testing.server import ScriptedLLMServer
 from corrective_rag.text import content_terms
@@ -113,9 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", help="collection folder in BEIR layout")
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--usage", choices=["tiktoken", "words"], default="tiktoken")
     args = parser.parse_args(argv)
     server = ScriptedLLMServer(
-        qrels_reply(load_collection(args.data)), latency=args.latency_ms / 1e3
+        qrels_reply(load_collection(args.data)),
+        latency=args.latency_ms / 1e3,
+        # usage in cl100k tokens; words cost the server less time (overhead.py)
+        count_tokens=TiktokenCounter().count if args.usage == "tiktoken" else None,
     )
     server.start(port=args.port)
     print(f"serving {server.base_url}", flush=True)

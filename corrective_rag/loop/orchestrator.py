@@ -342,7 +342,7 @@ class CorrectiveRAGOrchestrator:
             st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
             if rewrite.query is None:
                 # a rejected rewrite does not end the run: the next iteration judges the
-                # question's next-best unjudged hits (and ends no_progress if there are none)
+                # question's next-best unjudged hits (rewrite_failed when there are none)
                 rewrite = replace(rewrite, source=RewriteSource.NEXT_HITS)
         st.retrieved_sets.append(ids)
         record = IterationRecord(

@@ -251,11 +251,12 @@ class _Handler(BaseHTTPRequestHandler):
             ],
         }
         if owner.usage:
-            prompt_words = sum(_words(str(m.get("content", ""))) for m in request["messages"])
+            count = owner.count_tokens or _words
+            prompt = sum(count(str(m.get("content", ""))) for m in request["messages"])
             completion["usage"] = {
-                "prompt_tokens": prompt_words,
-                "completion_tokens": _words(text),
-                "total_tokens": prompt_words + _words(text),
+                "prompt_tokens": prompt,
+                "completion_tokens": count(text),
+                "total_tokens": prompt + count(text),
             }
         self._send(200, json.dumps(completion).encode())
 
@@ -273,7 +274,8 @@ class ScriptedLLMServer:
         reply: maps a request body (dict) to the assistant's text; default :func:`default_reply`.
         latency: seconds added before every answer.
         model: model name reported in replies and ``/v1/models``.
-        usage: include a ``usage`` block (word counts) in replies.
+        usage: include a ``usage`` block in replies.
+        count_tokens: counts a message's tokens for that block (default: its words).
         reject_formats: ``response_format`` types answered with HTTP 400 "not supported".
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
@@ -295,11 +297,13 @@ class ScriptedLLMServer:
         usage: bool = True,
         reject_formats: Iterable[str] = (),
         faults: FaultChooser | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.reply: Reply = reply or default_reply
         self.latency = latency
         self.model = model
         self.usage = usage
+        self.count_tokens = count_tokens
         self.reject_formats = frozenset(reject_formats)
         self.requests: list[dict[str, Any]] = []
         self.request_count = 0
