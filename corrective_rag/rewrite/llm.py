@@ -87,7 +87,8 @@ class LLMRewriter:
             proposed = " ".join(str(proposal.query).split())
             reason = check_rewrite(proposed, request.question, request.tried_queries)
             if reason is None:
-                return Rewrite(proposed, rationale=proposal.lacking, source=RewriteSource.PROPOSAL)
+                why = f"grader's proposal; lacking: {proposal.lacking or '-'}"
+                return Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
             log.info("proposal_rejected", reason=reason, candidate=proposed[:200])
         messages = prompts.rewriter_messages(
             request.question, request.tried_queries, self._feedback(request)
