@@ -1,7 +1,10 @@
-"""Grading latency: one call per document in sequence (naive) vs LLMEvaluator's parallel batches.
+"""Grading latency: one call per document in sequence (naive) vs LLMEvaluator's batches.
 
-Both grade the same documents against the same ScriptedLLMServer (fixed latency per request),
-so the difference is the number of round trips in series. Prints a table and writes JSON.
+All grade the same documents against the same ScriptedLLMServer (fixed latency per request), so
+the difference is the number of round trips in series. ``two-call`` is LLMEvaluator grading
+only (batches sized by the context budget; a rewrite would be a second call), ``one-call`` the
+judge-and-propose mode, whose grading call also proposes the next query. The verdicts of every
+design must be identical. Prints a table and writes JSON.
 
     python benchmarks/grading.py --latency-ms 200 --docs 10 --json OUT.json
 """
@@ -12,6 +15,7 @@ import argparse
 import json
 import logging
 import time
+from typing import Any
 
 import structlog
 
@@ -39,7 +43,7 @@ def key(v: Verdict) -> tuple:
     return (v.document_id, v.relevant, v.label, v.score, v.confidence)
 
 
-def run(evaluator: LLMEvaluator, server: ScriptedLLMServer, docs: list[Document]) -> dict:
+def run(evaluator: LLMEvaluator, server: ScriptedLLMServer, docs: list[Document]) -> dict[str, Any]:
     before = server.request_count
     started = time.perf_counter()
     evaluation = evaluator.evaluate(QUESTION, docs)
@@ -50,6 +54,7 @@ def run(evaluator: LLMEvaluator, server: ScriptedLLMServer, docs: list[Document]
         "http_requests": server.request_count - before,
         "prompt_tokens": evaluation.usage.prompt_tokens,
         "completion_tokens": evaluation.usage.completion_tokens,
+        "proposal": evaluation.proposal.query if evaluation.proposal else None,
         "verdicts": [key(v) for v in evaluation.verdicts],
     }
 
@@ -58,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--docs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=None, help="default: context budget")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
@@ -71,34 +76,43 @@ def main() -> None:
             max_workers=1,
             cache=VerdictCache(0),
         )
-        ours = LLMEvaluator(
-            OpenAIChatClient(server.base_url, "scripted"),
-            batch_size=args.batch_size,
-            max_workers=args.workers,
-            cache=VerdictCache(0),
-        )
+        designs = {
+            "naive": naive,
+            **{
+                name: LLMEvaluator(
+                    OpenAIChatClient(server.base_url, "scripted"),
+                    batch_size=args.batch_size,
+                    max_workers=args.workers,
+                    cache=VerdictCache(0),
+                    propose=propose,
+                )
+                for name, propose in (("two-call", False), ("one-call", True))
+            },
+        }
         # One unmeasured call each warms tiktoken and the HTTP connection pools.
-        naive.evaluate(QUESTION, docs[:1])
-        ours.evaluate(QUESTION, docs[:1])
-        result_naive = run(naive, server, docs)
-        result_ours = run(ours, server, docs)
-    identical = result_naive.pop("verdicts") == result_ours.pop("verdicts")
-    speedup = result_naive["wall_seconds"] / result_ours["wall_seconds"]
+        for evaluator in designs.values():
+            evaluator.evaluate(QUESTION, docs[:1])
+        results = {name: run(evaluator, server, docs) for name, evaluator in designs.items()}
+    verdicts = [r.pop("verdicts") for r in results.values()]
+    identical = all(v == verdicts[0] for v in verdicts)
+    speedup = results["naive"]["wall_seconds"] / results["one-call"]["wall_seconds"]
     out = {
         "latency_ms": args.latency_ms,
         "docs": args.docs,
         "batch_size": args.batch_size,
         "workers": args.workers,
-        "naive": result_naive,
-        "ours": result_ours,
+        **results,
         "speedup": round(speedup, 2),
         "identical_verdicts": identical,
     }
-    print(f"{'design':<8} {'wall s':>8} {'calls':>6} {'prompt tok':>11}")
-    for name in ("naive", "ours"):
-        r = out[name]
-        print(f"{name:<8} {r['wall_seconds']:>8.3f} {r['llm_calls']:>6} {r['prompt_tokens']:>11}")
-    print(f"speedup {speedup:.1f}x, identical verdicts: {identical}")
+    print(f"{'design':<9} {'wall s':>8} {'calls':>6} {'prompt tok':>11} {'compl tok':>10}")
+    for name, r in results.items():
+        print(
+            f"{name:<9} {r['wall_seconds']:>8.3f} {r['llm_calls']:>6} {r['prompt_tokens']:>11}"
+            f" {r['completion_tokens']:>10}"
+        )
+    print(f"one-call proposal: {results['one-call']['proposal']!r}")
+    print(f"speedup one-call vs naive {speedup:.1f}x, identical verdicts: {identical}")
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=2)

@@ -11,7 +11,10 @@ seconds per query; plus the evaluator's agreement with the qrels on everything i
     python benchmarks/loop.py HOTPOTQA_DIR --evaluator local --json loop-hotpotqa-local.json
 
 ``--evaluator oracle`` judges from the qrels (an upper bound for the loop); ``--evaluator llm``
-uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``.
+uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``, in ``--grading
+one-call`` (judge and propose, the default) or ``two-call`` mode; ``benchmarks/qrels_judge.py``
+serves a scripted model that judges from the qrels. The corrective arm also reports LLM calls
+per iteration and prompt / completion tokens per query.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 class OracleEvaluator:
     """Verdicts read from the qrels: relevant iff the document is a qrel of the question."""
 
+    documents_per_call = None  # no LLM calls
+
     def __init__(self, collection: Collection) -> None:
         self.by_text = {text: collection.relevant(qid) for qid, text in collection.queries.items()}
 
@@ -77,7 +82,9 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
     if not args.llm_url or not args.model:
         raise SystemExit("--evaluator llm needs --llm-url and --model")
     client = OpenAIChatClient(args.llm_url, model=args.model)
-    return LLMEvaluator(client), LLMRewriter(client)
+    if args.grading == "two-call":
+        return LLMEvaluator(client), LLMRewriter(client)
+    return LLMEvaluator(client, propose=True), LLMRewriter(client)
 
 
 def keep_policy(name: str) -> Any:
@@ -102,6 +109,9 @@ class Tally:
         self.kept = self.kept_relevant = 0
         self.evaluated = self.llm_calls = 0
         self.seconds = 0.0
+        self.iterations = self.prompt_tokens = self.completion_tokens = 0
+        self.rewrite_calls = self.rewrite_prompt_tokens = 0
+        self.stop_reasons: dict[str, int] = {}
 
     def add(
         self, kept: set[str], truth: frozenset[str], evaluated: int, calls: int, s: float
@@ -125,6 +135,21 @@ class Tally:
             "evaluated_per_query": self.evaluated / n,
             "llm_calls_per_query": self.llm_calls / n,
             "seconds_per_query": self.seconds / n,
+            **self.loop_figures(n),
+        }
+
+    def loop_figures(self, n: int) -> dict[str, Any]:
+        """Per-iteration calls, tokens and stop reasons (the corrective arm only)."""
+        if not self.iterations:
+            return {}
+        return {
+            "iterations_per_query": self.iterations / n,
+            "llm_calls_per_iteration": self.llm_calls / self.iterations,
+            "prompt_tokens_per_query": self.prompt_tokens / n,
+            "completion_tokens_per_query": self.completion_tokens / n,
+            "rewrite_calls_per_query": self.rewrite_calls / n,
+            "rewrite_prompt_tokens_per_query": self.rewrite_prompt_tokens / n,
+            "stop_reasons": dict(sorted(self.stop_reasons.items())),
         }
 
 
@@ -148,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
     parser.add_argument("--llm-url", default=None)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--grading", choices=["one-call", "two-call"], default="one-call")
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -155,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     collection = load_collection(args.data)
     model = SentenceTransformerEmbedder()
     embedder = DiskCachedEmbedder(model, default_cache_path(model))
-    retriever = build_retriever(collection, embedder)
+    if args.evaluator == "local":
+        retriever = build_retriever(collection, embedder)
+    else:  # the corpus's sentences are embedded ahead for the local judge only
+        from benchmarks.overhead import build_store
+
+        retriever = build_store(collection, embedder)
     evaluator, _ = components(args, collection, retriever)
     # the loop gets its own evaluator: the local one remembers what it judged for a question,
     # and the loop must not profit from the single-shot arm's judgments
@@ -200,10 +231,18 @@ def main(argv: list[str] | None = None) -> int:
             result.usage.total.llm_calls,
             time.perf_counter() - started,
         )
+        corrective.iterations += result.iterations
+        corrective.prompt_tokens += result.usage.total.prompt_tokens
+        corrective.completion_tokens += result.usage.total.completion_tokens
+        corrective.rewrite_calls += result.usage.rewriting.llm_calls
+        corrective.rewrite_prompt_tokens += result.usage.rewriting.prompt_tokens
+        reason = result.stop_reason.value
+        corrective.stop_reasons[reason] = corrective.stop_reasons.get(reason, 0) + 1
     embedder.save()
     report = {
         "collection": collection.name,
         "evaluator": args.evaluator,
+        "grading": args.grading if args.evaluator == "llm" else None,
         "policy": args.policy,
         "k": args.k,
         "iterations": args.iterations,

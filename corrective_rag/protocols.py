@@ -45,7 +45,23 @@ class Retriever(Protocol):
 
 @runtime_checkable
 class Evaluator(Protocol):
-    """Judges documents against the user's original question."""
+    """Judges documents against the user's original question.
+
+    Attributes:
+        documents_per_call: how many documents one LLM call judges: the fewest documents the
+            evaluator puts in a call while it has that many to judge (an LLM evaluator's batch,
+            1 for one call per document), or ``None`` for an evaluator that makes no LLM calls
+            (a local judge). The loop's call budget is spent in these units: under
+            ``Budget(max_llm_calls=n)`` at most ``n * documents_per_call`` documents are sent,
+            and none is capped when it is ``None``. Retries of a failed call, and documents an
+            evaluator chooses to judge alone, can make more calls than this predicts; the budget
+            is checked again before every phase.
+    """
+
+    @property
+    def documents_per_call(self) -> int | None:
+        """Documents judged per LLM call; ``None``: no LLM calls (see the class docstring)."""
+        ...
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one verdict per document, in the order given (ungraded where it failed)."""

@@ -29,10 +29,12 @@ __all__ = [
     "KeptDocument",
     "LegScore",
     "PhaseUsage",
+    "Proposal",
     "Relevance",
     "Retrieved",
     "Rewrite",
     "RewriteRequest",
+    "RewriteSource",
     "RunResult",
     "StopReason",
     "Strip",
@@ -255,11 +257,27 @@ class PhaseUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class Proposal:
+    """A judge-and-propose evaluator's next query, made in the grading call itself.
+
+    ``lacking`` says what the judged documents still lack for the question; ``query`` is the
+    search the grader proposes for it. A rewriter checks it like its own candidate.
+    """
+
+    query: str
+    lacking: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
-    """What an evaluator returns: one verdict per document sent, in the same order, and usage."""
+    """What an evaluator returns: one verdict per document sent, in the same order, and usage.
+
+    ``proposal`` is set only by an evaluator that proposes the next query in its grading call.
+    """
 
     verdicts: tuple[Verdict, ...]
     usage: Usage = Usage()
+    proposal: Proposal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +295,15 @@ class RewriteRequest:
     question: str
     tried_queries: tuple[str, ...]
     judged: tuple[Judged, ...]
+    proposal: Proposal | None = None  # the evaluator's proposed next query, to check first
+
+
+class RewriteSource(str, enum.Enum):
+    """What produced the next iteration's search."""
+
+    REWRITER = "rewriter"  # the rewriter's own query (an LLM call for the LLM rewriter)
+    PROPOSAL = "proposal"  # the evaluator's proposal from its grading call, checked: no call
+    NEXT_HITS = "next_hits"  # no acceptable query: the question's next-best unjudged hits
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +311,9 @@ class Rewrite:
     """A rewriter's answer.
 
     ``query`` is ``None`` when no acceptable rewrite was made; ``rejected`` then says why (for
-    example the drift guard refused a candidate, which is kept in ``candidate``).
+    example the drift guard refused a candidate, which is kept in ``candidate``). ``source``
+    says what produced the next search (a rejected rewrite: ``NEXT_HITS`` once the loop goes on
+    with the question's next-best unjudged hits).
     """
 
     query: str | None
@@ -292,6 +321,7 @@ class Rewrite:
     rejected: str | None = None
     candidate: str | None = None
     usage: Usage = Usage()
+    source: RewriteSource = RewriteSource.REWRITER
 
 
 class CragAction(str, enum.Enum):
@@ -429,6 +459,7 @@ def record_fields(record: IterationRecord) -> dict[str, Any]:
         "rewrite": rewrite.query if rewrite else None,
         "rewrite_rationale": rewrite.rationale if rewrite else None,
         "rewrite_rejected": rewrite.rejected if rewrite else None,
+        "rewrite_source": rewrite.source.value if rewrite else None,
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,

@@ -22,6 +22,7 @@ from corrective_rag.types import (
     Evaluation,
     FallbackMode,
     Relevance,
+    RewriteSource,
     RunResult,
     StopReason,
     Usage,
@@ -121,13 +122,25 @@ def test_no_new_documents_is_no_progress() -> None:
     assert "no new documents" in result.stop_detail
 
 
-def test_rejected_rewrite_stops_with_rewrite_failed() -> None:
-    """A rejected rewrite ends the run with REWRITE_FAILED and is recorded with its reason."""
+def test_rejected_rewrite_goes_on_with_the_questions_next_hits() -> None:
+    """A rejected rewrite is recorded with its reason and the run judges the next unjudged hits."""
     orch, *_ = make(rewrites=[None], top_k=2)
     result = orch.run(QUESTION)
+    assert StopReason.ITERATION_CAP == result.stop_reason
+    first = result.history[0].rewrite
+    assert first is not None and "scripted rejection" == first.rejected
+    assert RewriteSource.NEXT_HITS == first.source
+    assert (QUESTION,) == result.history[1].searched
+    assert ("p2", "p3") == tuple(v.document_id for v in result.history[1].verdicts)
+
+
+def test_rejected_rewrite_with_no_unjudged_hits_left_stops_with_rewrite_failed() -> None:
+    """A rejected rewrite ends the run with REWRITE_FAILED once the question has no new hits."""
+    orch, *_ = make(rewrites=[None], top_k=2, corpus=CORPUS[:2])
+    result = orch.run(QUESTION)
     assert StopReason.REWRITE_FAILED == result.stop_reason
-    assert result.history[-1].rewrite is not None
-    assert "scripted rejection" == result.history[-1].rewrite.rejected
+    assert 2 == result.iterations
+    assert "scripted rejection" in result.stop_detail
     assert QUESTION == result.final_query
 
 
@@ -223,6 +236,8 @@ def test_failing_evaluator_gives_ungraded_verdicts() -> None:
     """An evaluator raising an LLM error yields ungraded verdicts, not a crash."""
 
     class Down:
+        documents_per_call = 1
+
         def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
             raise LLMTransportError("connection refused")
 
@@ -440,7 +455,7 @@ def test_bad_documents_per_call_raises_config_error() -> None:
 
 
 def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
-    """A rewriter raising an LLM error ends with REWRITE_FAILED; a failing generator abstains."""
+    """A rewriter raising an LLM error is a rejected rewrite; a failing generator abstains."""
 
     class Down:
         def rewrite(self, request: object) -> object:
@@ -453,7 +468,6 @@ def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
         ListRetriever(CORPUS), ScriptedEvaluator({"p0": 0.9}), Down(), generator=Down(), top_k=2
     )
     result = orch.run(QUESTION)
-    assert StopReason.REWRITE_FAILED == result.stop_reason
-    assert "connection reset" in result.stop_detail
+    assert "connection reset" in (result.history[0].rewrite.rejected or "")
     assert result.answer is not None and result.answer.abstained
     assert ("p0",) == result.kept_ids

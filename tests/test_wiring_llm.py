@@ -9,17 +9,18 @@ from corrective_rag.cli.wiring import LOCAL_CALL_SECONDS, Options, _components
 from corrective_rag.testing.server import ScriptedLLMServer
 from corrective_rag.types import Document
 
-DOCS = [Document(f"d{i}", f"Honey bees collect nectar, note {i}.") for i in range(8)]
+# Eight documents of ~350 tokens: more than one grading call holds in a 2,048-token slot.
+DOCS = [Document(f"d{i}", f"Honey bees collect nectar, note {i}. " * 40) for i in range(8)]
 
 
 def test_local_llm_client_matches_the_server_slots():
     """With an embedded server of one slot, grading 8 documents never has 2 requests in flight,
     and each call gets the local deadline."""
     with ScriptedLLMServer(latency=0.05) as server:
-        evaluator, _ = _components(Options(), None, server.base_url, slots=1)
+        evaluator, _ = _components(Options(), None, server.base_url, slots=1, context_tokens=2048)
         evaluation = evaluator.evaluate("How do bees make honey?", DOCS)
         assert 1 == server.max_in_flight
-        assert server.request_count >= 2  # 8 documents in batches of 4: more than one call
+        assert server.request_count >= 2  # the slot's context splits the batch
     assert all(v.graded for v in evaluation.verdicts)
     chat = evaluator.chat
     assert (LOCAL_CALL_SECONDS, LOCAL_CALL_SECONDS) == (chat.timeouts.total, chat.timeouts.read)

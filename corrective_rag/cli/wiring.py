@@ -106,9 +106,17 @@ def _client_settings(opts: Options, *, local: bool) -> tuple[Any, Any]:
 
 
 def _components(
-    opts: Options, store: Any, base_url: str | None, slots: int | None = None
+    opts: Options,
+    store: Any,
+    base_url: str | None,
+    slots: int | None = None,
+    context_tokens: int | None = None,
 ) -> tuple[Any, Any]:
-    """Evaluator and rewriter; ``slots``: requests the (embedded) server serves at once."""
+    """Evaluator and rewriter.
+
+    ``slots``: requests the (embedded) server serves at once; ``context_tokens``: the context
+    one of its slots holds, which bounds how many documents one grading call may carry.
+    """
     if base_url is None:
         from corrective_rag.evaluate.local import LocalEvaluator
         from corrective_rag.rewrite.local import LocalRewriter
@@ -124,13 +132,17 @@ def _components(
             base_url, opts.model or "default", api_key=opts.api_key, timeouts=timeouts,
             retries=retries,
         )  # fmt: skip
-        return LLMEvaluator(chat), LLMRewriter(chat)
+        # one chat model judges and rewrites: the grading call proposes the next query
+        return LLMEvaluator(chat, propose=True), LLMRewriter(chat)
     # An embedded server serves `slots` requests at once: more in flight would only queue
     # there and time out while it is busy. One request per slot, across every thread.
     chat = OpenAIChatClient(
         base_url, opts.model or "local", timeouts=timeouts, retries=retries, max_concurrency=slots
     )
-    return LLMEvaluator(chat, max_workers=slots), LLMRewriter(chat)
+    evaluator = LLMEvaluator(
+        chat, max_workers=slots, propose=True, context_tokens=context_tokens or 2048
+    )
+    return evaluator, LLMRewriter(chat)
 
 
 @contextlib.contextmanager
@@ -142,7 +154,7 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
 
     with contextlib.ExitStack() as stack:
         base_url = opts.llm_url
-        slots = None
+        slots = context = None
         if opts.local_llm:
             from corrective_rag.llm.local_server import LocalLlamaServer
 
@@ -151,7 +163,8 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
             server = stack.enter_context(LocalLlamaServer(opts.local_llm))
             base_url = server.base_url
             slots = server.n_parallel
-        evaluator, rewriter = _components(opts, store, base_url, slots)
+            context = server.n_ctx // server.n_parallel  # llama.cpp splits n_ctx over slots
+        evaluator, rewriter = _components(opts, store, base_url, slots, context)
         yield CorrectiveRAGOrchestrator(
             store,
             evaluator,

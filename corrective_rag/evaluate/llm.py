@@ -1,7 +1,12 @@
 """``LLMEvaluator``: grades documents against the question with a chat model, in parallel batches.
 
 Per ``evaluate`` call: cached verdicts are reused; the other documents are truncated to
-``max_doc_tokens`` and graded ``batch_size`` per call, batches in parallel. A verdict is accepted
+``max_doc_tokens`` and packed, in order, into as few calls as the model's context budget allows
+(the prompt counted with tiktoken, plus the reply's reserve; ``batch_size`` can cap the documents
+per call), batches in parallel: one iteration's documents usually make one call. With
+``propose`` the grading call also returns what the documents still lack and a proposed next
+query (:class:`~corrective_rag.types.Proposal`), which a rewriter checks instead of making its
+own call. A verdict is accepted
 only for an id that was sent in that call (others are ignored and logged); an id answered twice
 with different verdicts is treated as unanswered, since one of the two may be forged by a
 document. A document that looks like an injection (delimiter tags, verdict-shaped JSON, "ignore
@@ -34,13 +39,16 @@ from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import ChatModel
-from corrective_rag.types import Document, Evaluation, Usage, Verdict
+from corrective_rag.types import Document, Evaluation, Proposal, Usage, Verdict
 
 __all__ = ["LLMEvaluator"]
 
 log = structlog.get_logger(__name__)
 
 _REPLY_TOKENS_BASE, _REPLY_TOKENS_PER_DOC = 60, 160  # a verdict with a sentence of reasoning
+_REPLY_TOKENS_PROPOSAL = 120  # "lacking" and "next_query"
+_QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call true
+_BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
 _FAILED = Usage(llm_calls=1, failed_calls=1)
 
@@ -50,6 +58,7 @@ class _Item:
     document: Document
     text: str  # truncated
     key: CacheKey
+    tokens: int  # of the text's document block in the prompt
 
 
 class LLMEvaluator:
@@ -57,8 +66,13 @@ class LLMEvaluator:
 
     Args:
         chat: the chat model (e.g. :class:`~corrective_rag.llm.client.OpenAIChatClient`).
-        batch_size: documents graded per call (1 grades one per call).
+        batch_size: at most this many documents per call (1 grades one per call); ``None``: as
+            many as fit ``context_tokens``.
         max_doc_tokens: each document is cut to this many tokens before it enters a prompt.
+        context_tokens: the model's context budget: a call's prompt (counted with
+            ``token_counter``) plus the tokens reserved for its reply stay within it.
+        propose: judge and propose: the grading call also returns what the documents lack and a
+            next query (``Evaluation.proposal``), saving the rewriter's call when it is accepted.
         strict: strict JSON, and failures raise instead of becoming ungraded verdicts.
         max_workers: batches graded at the same time.
         cache: verdict cache; None makes a private one (pass ``VerdictCache(0)`` to disable).
@@ -70,8 +84,10 @@ class LLMEvaluator:
         self,
         chat: ChatModel,
         *,
-        batch_size: int = 4,
+        batch_size: int | None = None,
         max_doc_tokens: int = 400,
+        context_tokens: int = 8192,
+        propose: bool = False,
         strict: bool = False,
         max_workers: int = 4,
         cache: VerdictCache | None = None,
@@ -81,19 +97,72 @@ class LLMEvaluator:
         if not callable(getattr(chat, "complete", None)):
             raise ConfigError("chat must have a complete(messages, ...) method")
         for name, value in (
-            ("batch_size", batch_size),
+            ("batch_size", 1 if batch_size is None else batch_size),
             ("max_doc_tokens", max_doc_tokens),
+            ("context_tokens", context_tokens),
             ("max_workers", max_workers),
         ):
             check_int(value, name, minimum=1)
         self.chat = chat
         self.batch_size = batch_size
         self.max_doc_tokens = max_doc_tokens
+        self.context_tokens = context_tokens
+        self.propose = bool(propose)
         self.strict = bool(strict)
         self.max_workers = max_workers
         self.cache = cache if cache is not None else VerdictCache()
         self.counter = token_counter or TiktokenCounter()
         self.model_name = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
+        self._system_tokens: int | None = None
+        if self.documents_per_call < 1:
+            raise ConfigError(
+                f"max_doc_tokens={max_doc_tokens} leaves no room for one document in "
+                f"context_tokens={context_tokens}"
+            )
+
+    # -- batch sizing ------------------------------------------------------------------------
+
+    def _fixed_tokens(self, question_tokens: int, *, exact: bool = True) -> int:
+        """Tokens of a call that do not depend on its documents: prompts and reply reserve.
+
+        Not ``exact``: the system prompt is estimated from its length (at most a token per three
+        characters of English), so that sizing a batch in advance does not load tiktoken.
+        """
+        system = prompts.grader_messages("", [], propose=self.propose)[0]["content"]
+        if not exact:
+            system_tokens = len(system) // 3
+        else:
+            if self._system_tokens is None:
+                self._system_tokens = self.counter.count(system)
+            system_tokens = self._system_tokens
+        reply = _REPLY_TOKENS_BASE + (_REPLY_TOKENS_PROPOSAL if self.propose else 0)
+        return system_tokens + 16 + question_tokens + reply  # 16: roles, "Question:", ...
+
+    @property
+    def documents_per_call(self) -> int:
+        """Documents judged per call while that many are left (the Evaluator protocol).
+
+        Those of ``max_doc_tokens`` that fit ``context_tokens`` beside a question of up to 256
+        tokens, capped by ``batch_size``.
+        """
+        room = self.context_tokens - self._fixed_tokens(_QUESTION_TOKENS, exact=False)
+        fit = room // (self.max_doc_tokens + _BLOCK_TOKENS + _REPLY_TOKENS_PER_DOC)
+        return fit if self.batch_size is None else min(fit, self.batch_size)
+
+    def _batches(self, question: str, items: Sequence[_Item]) -> list[list[_Item]]:
+        """Pack ``items`` in order into batches whose calls fit the context budget."""
+        room = self.context_tokens - self._fixed_tokens(self.counter.count(question))
+        cap = self.batch_size or len(items)
+        batches: list[list[_Item]] = []
+        used = room  # forces a first batch
+        for item in items:
+            need = item.tokens + _REPLY_TOKENS_PER_DOC
+            if not batches or len(batches[-1]) >= cap or used + need > room:
+                batches.append([])
+                used = 0
+            batches[-1].append(item)
+            used += need
+        return batches
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one verdict per document, in order, with the usage of every call made.
@@ -120,21 +189,22 @@ class LLMEvaluator:
                 verdicts[doc.id] = cached
             else:
                 text = self.counter.truncate(doc.text, self.max_doc_tokens)
-                pending.append(_Item(doc, text, key))
+                tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
+                pending.append(_Item(doc, text, key, tokens))
         # A document shaped like an injection is graded in a call of its own: a model that obeys
         # it can then misjudge that document only, never the others of its batch.
         alone = [[item] for item in pending if prompts.looks_injected(item.text)]
         if alone:
             log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
         shared = [item for item in pending if not prompts.looks_injected(item.text)]
-        batches = alone + [
-            shared[i : i + self.batch_size] for i in range(0, len(shared), self.batch_size)
-        ]
+        batches = self._batches(question, shared) + alone
         usage = Usage()
         results = parallel_map(
             lambda batch: self._grade_batch(question, batch), batches, max_workers=self.max_workers
         )
-        for graded, spent in results:
+        # The best-ranked batch's proposal: its documents came first in the retriever's order.
+        proposal = next((p for _, _, p in results if p is not None), None)
+        for graded, spent, _ in results:
             usage += spent
             verdicts.update(graded)
         for item in pending:
@@ -146,19 +216,36 @@ class LLMEvaluator:
             cached=len(ids) - len(pending),
             llm_calls=usage.llm_calls,
             ungraded=sum(1 for v in ordered if not v.graded),
+            proposal=proposal.query if proposal else None,
         )
-        return Evaluation(ordered, usage)
+        return Evaluation(ordered, usage, proposal)
 
     # -- one call ----------------------------------------------------------------------------
 
-    def _call(self, question: str, items: Sequence[_Item]) -> tuple[str, Usage]:
+    def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> tuple[str, Usage]:
         ids = [i.document.id for i in items]
         reply = self.chat.complete(
-            prompts.grader_messages(question, [(i.document.id, i.text) for i in items]),
-            json_schema=prompts.verdict_schema(ids),
-            max_tokens=_REPLY_TOKENS_BASE + _REPLY_TOKENS_PER_DOC * len(items),
+            prompts.grader_messages(
+                question, [(i.document.id, i.text) for i in items], propose=propose
+            ),
+            json_schema=prompts.verdict_schema(ids, propose=propose),
+            max_tokens=_REPLY_TOKENS_BASE
+            + _REPLY_TOKENS_PER_DOC * len(items)
+            + (_REPLY_TOKENS_PROPOSAL if propose else 0),
         )
         return reply.text, reply.usage
+
+    def _proposal(self, text: str) -> Proposal | None:
+        """The reply's ``next_query`` (with ``lacking``), or ``None`` when it has no usable one."""
+        try:
+            obj = parse_json_object(text, strict=False)
+        except VerdictParseError:
+            return None
+        query, lacking = obj.get("next_query"), obj.get("lacking")
+        if not isinstance(query, str) or not query.strip():
+            return None
+        lacking = " ".join(lacking.split()) if isinstance(lacking, str) else ""
+        return Proposal(" ".join(query.split()), lacking)
 
     def _parse(self, text: str, ids: Sequence[str]) -> dict[str, Verdict]:
         """Verdicts for the sent ``ids`` found in ``text`` (unknown and conflicting ids dropped)."""
@@ -200,33 +287,39 @@ class LLMEvaluator:
 
     def _grade_batch(
         self, question: str, batch: Sequence[_Item]
-    ) -> tuple[dict[str, Verdict], Usage]:
-        if len(batch) == 1:
-            return self._grade_singles(question, batch)
+    ) -> tuple[dict[str, Verdict], Usage, Proposal | None]:
+        """Grade one batch; documents it leaves unanswered are graded one per call.
+
+        A batch of a document graded alone (injection-shaped) never proposes: its text could
+        steer the proposal.
+        """
+        propose = self.propose and not prompts.looks_injected(batch[0].text)
+        if len(batch) == 1 and not propose:
+            return (*self._grade_singles(question, batch), None)
         ids = [i.document.id for i in batch]
         try:
-            text, usage = self._call(question, batch)
+            text, usage = self._call(question, batch, propose=propose)
         except LLMError as exc:
             if isinstance(exc, LLMResponseError) and exc.status in _SPLIT_STATUSES:
                 singles, more = self._grade_singles(question, batch)
-                return singles, _FAILED + more
+                return singles, _FAILED + more, None
             if self.strict:
                 raise
             error = f"llm error: {exc}"
-            return {i: Verdict.ungraded(i, error) for i in ids}, _FAILED
+            return {i: Verdict.ungraded(i, error) for i in ids}, _FAILED, None
         try:
             found = self._parse(text, ids)
         except VerdictParseError as exc:
             log.warning("batch_unparseable", documents=len(ids), error=str(exc))
             singles, more = self._grade_singles(question, batch)
-            return singles, usage + Usage(failed_calls=1) + more
+            return singles, usage + Usage(failed_calls=1) + more, None
         missing = [i for i in batch if i.document.id not in found]
         if missing:
             log.info("verdicts_missing", document_ids=[i.document.id for i in missing])
             singles, more = self._grade_singles(question, missing)
             found.update(singles)
             usage += more
-        return found, usage
+        return found, usage, self._proposal(text) if propose else None
 
     def _grade_singles(
         self, question: str, items: Sequence[_Item]
@@ -242,7 +335,7 @@ class LLMEvaluator:
     def _grade_one(self, question: str, item: _Item) -> tuple[Verdict, Usage]:
         doc_id = item.document.id
         try:
-            text, usage = self._call(question, [item])
+            text, usage = self._call(question, [item], propose=False)
         except LLMError as exc:
             if self.strict:
                 raise

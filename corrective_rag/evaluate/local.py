@@ -112,7 +112,12 @@ class LocalEvaluator:
             same batch, or one judged earlier for the same question).
         memory: how many recent questions keep their judged documents for the gaps and
             title links (0: only the current batch counts).
+
+    Attributes:
+        documents_per_call: ``None``: no LLM calls, so a call budget never caps its documents.
     """
+
+    documents_per_call: int | None = None
 
     def __init__(
         self,

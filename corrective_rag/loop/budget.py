@@ -82,15 +82,20 @@ class Budget:
 
 
 def documents_per_call(evaluator: Any) -> int | None:
-    """Read an evaluator's ``documents_per_call`` (``None``: it makes no LLM calls).
+    """Check and return an evaluator's ``documents_per_call`` (``None``: it makes no LLM calls).
 
-    An evaluator that does not say is taken to make one call per document: the cautious reading of
-    a call budget.
+    The attribute is part of the :class:`~corrective_rag.protocols.Evaluator` contract: every
+    evaluator declares it, so a budget is never guessed.
 
     Raises:
-        ConfigError: the attribute is set but is not an int >= 1 or ``None``.
+        ConfigError: the attribute is missing, or is not an int >= 1 or ``None``.
     """
-    per_call = getattr(evaluator, "documents_per_call", 1)
+    if not hasattr(evaluator, "documents_per_call"):
+        raise ConfigError(
+            "evaluator must declare documents_per_call: documents judged per LLM call "
+            "(an int >= 1), or None when it makes no LLM calls"
+        )
+    per_call = evaluator.documents_per_call
     if per_call is None:
         return None
     return check_int(per_call, "evaluator.documents_per_call", minimum=1, optional=True)

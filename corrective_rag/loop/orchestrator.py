@@ -27,6 +27,7 @@ from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.stopping import enough_relevant
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
+from corrective_rag.rewrite.guard import repeats
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -37,9 +38,11 @@ from corrective_rag.types import (
     Judged,
     KeptDocument,
     PhaseUsage,
+    Proposal,
     Retrieved,
     Rewrite,
     RewriteRequest,
+    RewriteSource,
     RunResult,
     StopReason,
     Strip,
@@ -80,6 +83,7 @@ class _Run:
     tried: list[str] = field(default_factory=list)
     usage: PhaseUsage = field(default_factory=PhaseUsage)
     retrieved_sets: list[frozenset[str]] = field(default_factory=list)
+    rejected: str | None = None  # why the last rewrite was rejected (next hits searched instead)
 
     def document_cap(self, per_call: int | None) -> int | None:
         """Documents the evaluator may still be sent under the call budget (``None``: any)."""
@@ -107,6 +111,7 @@ class _Step:
     usage: Usage
     ranks: dict[str, int]
     docs: dict[str, Document]
+    proposal: Proposal | None = None  # the evaluator's proposed next query (judge and propose)
 
 
 class CorrectiveRAGOrchestrator:
@@ -152,6 +157,8 @@ class CorrectiveRAGOrchestrator:
         strip_sentences: int = 1,
         candidate_limit: int = 200,
     ) -> None:
+        if callable(getattr(evaluator, "evaluate", None)):
+            documents_per_call(evaluator)  # says what is missing, before "must implement"
         for name, obj, proto in (
             ("retriever", retriever, Retriever),
             ("evaluator", evaluator, Evaluator),
@@ -254,6 +261,10 @@ class CorrectiveRAGOrchestrator:
             if record.rewrite is not None and record.rewrite.query is not None:
                 query = record.rewrite.query
                 st.tried.append(query)
+                st.rejected = None
+            elif record.rewrite is not None and record.rewrite.source is RewriteSource.NEXT_HITS:
+                query = question  # no acceptable rewrite: the question's next-best unjudged hits
+                st.rejected = record.rewrite.rejected
 
         kept = sorted(st.kept.values(), key=_kept_order)
         strips, answer = self._answer(st, kept)
@@ -326,6 +337,9 @@ class CorrectiveRAGOrchestrator:
         rewrite: Rewrite | None = None
         if enough := enough_relevant([k.verdict for k in st.kept.values()], self.policy):
             ended = (StopReason.ENOUGH_RELEVANT, enough)
+        elif new == 0 and st.rejected is not None:
+            why = f"rewrite rejected ({st.rejected}) and the question has no unjudged hits left"
+            ended = (StopReason.REWRITE_FAILED, why)
         elif new == 0:
             repeat = [i for i, s in enumerate(st.retrieved_sets, start=1) if s == ids]
             if repeat:
@@ -337,11 +351,16 @@ class CorrectiveRAGOrchestrator:
             ended = (StopReason.ITERATION_CAP, f"reached max_iterations={index}")
         elif spent := st.spent():
             ended = (StopReason.BUDGET_EXHAUSTED, f"before rewrite {index}: {spent}")
+        elif (proposal := _proposal(steps)) and _stalled(st, steps, proposal):
+            why = f"kept nothing new and the proposed query repeats a tried one: {proposal.query!r}"
+            ended = (StopReason.NO_PROGRESS, why)
         else:
-            rewrite = self._rewrite(st)
+            rewrite = self._rewrite(st, proposal)
             st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
             if rewrite.query is None:
-                ended = (StopReason.REWRITE_FAILED, f"rewrite rejected: {rewrite.rejected}")
+                # a rejected rewrite does not end the run: the next iteration judges the
+                # question's next-best unjudged hits (rewrite_failed when there are none)
+                rewrite = replace(rewrite, source=RewriteSource.NEXT_HITS)
         st.retrieved_sets.append(ids)
         record = IterationRecord(
             index=index,
@@ -387,11 +406,12 @@ class CorrectiveRAGOrchestrator:
         docs = {h.document.id: h.document for h in fresh}
         verdicts: list[Verdict] = []
         usage = Usage()
+        proposal = None
         if fresh:
-            verdicts, usage = self._evaluate(st.question, [h.document for h in fresh])
+            verdicts, usage, proposal = self._evaluate(st.question, [h.document for h in fresh])
         # Charge the run at once, so that a fallback step in this iteration sees this spend.
         st.usage = st.usage + PhaseUsage(grading=usage)
-        step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs)
+        step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs, proposal)
         for hit, verdict in zip(fresh, verdicts, strict=True):
             doc_id = hit.document.id
             st.judged[doc_id] = verdict
@@ -401,22 +421,26 @@ class CorrectiveRAGOrchestrator:
             bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
         return step
 
-    def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
+    def _evaluate(
+        self, question: str, documents: list[Document]
+    ) -> tuple[list[Verdict], Usage, Proposal | None]:
         """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict."""
         try:
             evaluation = self.evaluator.evaluate(question, documents)
         except (LLMError, VerdictParseError) as exc:
             error = f"evaluator failed: {exc}"
-            return [Verdict.ungraded(d.id, error) for d in documents], Usage(failed_calls=1)
+            ungraded = [Verdict.ungraded(d.id, error) for d in documents]
+            return ungraded, Usage(failed_calls=1), None
         by_id: dict[str, Verdict] = {}
         for verdict in evaluation.verdicts:
             by_id.setdefault(verdict.document_id, verdict)
         missing = "evaluator returned no verdict for this document"
         verdicts = [by_id.get(d.id) or Verdict.ungraded(d.id, missing) for d in documents]
-        return verdicts, evaluation.usage
+        proposal = evaluation.proposal if isinstance(evaluation.proposal, Proposal) else None
+        return verdicts, evaluation.usage, proposal
 
-    def _rewrite(self, st: _Run) -> Rewrite:
-        request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs))
+    def _rewrite(self, st: _Run, proposal: Proposal | None = None) -> Rewrite:
+        request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs), proposal)
         try:
             rewrite = self.rewriter.rewrite(request)
         except (LLMError, VerdictParseError) as exc:  # a strict rewriter's unreadable reply too
@@ -468,6 +492,16 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
+
+
+def _proposal(steps: Sequence[_Step]) -> Proposal | None:
+    """The iteration's proposed next query: the first source's that made one."""
+    return next((s.proposal for s in steps if s.proposal is not None), None)
+
+
+def _stalled(st: _Run, steps: Sequence[_Step], proposal: Proposal) -> bool:
+    """Nothing new kept, and the evaluator proposes a query already tried: no rewrite will help."""
+    return not any(s.kept for s in steps) and repeats(proposal.query, st.question, st.tried)
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

@@ -11,14 +11,25 @@ from collections.abc import Sequence
 
 from corrective_rag.text import content_terms
 
-__all__ = ["MAX_QUERY_CHARS", "check_rewrite", "normalise_query"]
+__all__ = ["MAX_QUERY_CHARS", "REPEATED", "check_rewrite", "normalise_query", "repeats"]
 
 MAX_QUERY_CHARS = 2000  # longer rewrites are prompt soup, not queries
+REPEATED = "rewrite repeats a query already tried"
 
 
 def normalise_query(query: str) -> str:
     """Collapse whitespace and case, for comparing queries."""
     return " ".join(query.lower().split())
+
+
+def repeats(candidate: str, question: str, tried: Sequence[str]) -> bool:
+    """True when ``candidate`` is the question or a tried query (same text or content terms)."""
+    norm = normalise_query(candidate)
+    terms = content_terms(candidate)
+    return any(
+        norm == normalise_query(query) or (terms and terms == content_terms(query))
+        for query in (question, *tried)
+    )
 
 
 def check_rewrite(candidate: str, question: str, tried: Sequence[str]) -> str | None:
@@ -27,11 +38,9 @@ def check_rewrite(candidate: str, question: str, tried: Sequence[str]) -> str | 
         return "empty rewrite"
     if len(candidate) > MAX_QUERY_CHARS:
         return f"rewrite longer than {MAX_QUERY_CHARS} characters"
-    norm = normalise_query(candidate)
+    if repeats(candidate, question, tried):
+        return REPEATED
     terms = content_terms(candidate)
-    for query in (question, *tried):
-        if norm == normalise_query(query) or (terms and terms == content_terms(query)):
-            return "rewrite repeats a query already tried"
     question_terms = content_terms(question)
     if question_terms and not terms & question_terms:
         return "rewrite shares no content term with the original question (drift)"

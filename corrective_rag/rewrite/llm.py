@@ -1,9 +1,11 @@
 """``LLMRewriter``: asks a chat model for the next query, using the evaluator's feedback.
 
-The prompt carries the original question, every query tried and, per graded document, why it was
-kept or rejected, what it was missing and (for kept ones) an excerpt of what it contained. The
-candidate then passes the shared drift guard. The original question is never replaced: a rewrite
-is only ever a new query to try next.
+When the request carries the evaluator's proposal (judge and propose: the grading call already
+proposed a next query) the proposal passes the shared drift guard instead of a call of our own;
+only a rejected proposal costs a call. The prompt carries the original question, every query
+tried, an excerpt of each kept document and what the judged documents were missing. The
+candidate then passes the drift guard. The original question is never replaced: a rewrite is
+only ever a new query to try next.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite.guard import check_rewrite
-from corrective_rag.types import Rewrite, RewriteRequest, Usage
+from corrective_rag.types import Rewrite, RewriteRequest, RewriteSource, Usage
 
 __all__ = ["LLMRewriter"]
 
@@ -42,7 +44,7 @@ class LLMRewriter:
         *,
         strict: bool = False,
         max_feedback: int = 8,
-        excerpt_chars: int = 300,
+        excerpt_chars: int = 200,
     ) -> None:
         if not callable(getattr(chat, "complete", None)):
             raise ConfigError("chat must have a complete(messages, ...) method")
@@ -80,6 +82,14 @@ class LLMRewriter:
             raise InputError("rewrite expects a RewriteRequest")
         if not isinstance(request.question, str) or not request.question.strip():
             raise InputError("the request's question must be a non-empty string")
+        proposal = request.proposal
+        if proposal is not None:
+            proposed = " ".join(str(proposal.query).split())
+            reason = check_rewrite(proposed, request.question, request.tried_queries)
+            if reason is None:
+                why = f"grader's proposal; lacking: {proposal.lacking or '-'}"
+                return Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
+            log.info("proposal_rejected", reason=reason, candidate=proposed[:200])
         messages = prompts.rewriter_messages(
             request.question, request.tried_queries, self._feedback(request)
         )

@@ -1,8 +1,9 @@
 """The BM25 leg: Okapi BM25 over :func:`corrective_rag.text.tokenize` tokens, by document id.
 
-Scores are exactly those of ``rank_bm25.BM25Okapi`` (k1=1.5, b=0.75, epsilon=0.25). Where the
-``rank_bm25_rs`` extra is importable its drop-in ``BM25Okapi`` is used (same floats, ~50x faster
-queries); otherwise ``rank_bm25`` itself. ``tests/store/test_bm25.py`` checks the parity.
+Scores are exactly those of ``rank_bm25.BM25Okapi`` (k1=1.5, b=0.75, epsilon=0.25). Where
+``rank_bm25_rs`` is importable (a plain install brings it wherever it has a wheel) its drop-in
+``BM25Okapi`` is used (same floats, ~50x faster queries); otherwise ``rank_bm25`` itself.
+``tests/store/test_bm25.py`` checks the parity.
 
 The index is rebuilt lazily: writes only mark it stale, and the next query or ``idf`` rebuilds it
 once, so adding 10,000 documents one call at a time costs one rebuild, not 10,000.

@@ -21,6 +21,7 @@ from corrective_rag.types import (
     Document,
     Evaluation,
     Hit,
+    Proposal,
     Relevance,
     Rewrite,
     RewriteRequest,
@@ -88,7 +89,8 @@ class ScriptedEvaluator:
     A script is a score (graded with ``confidence``), a ready :class:`Verdict`, or ``None``
     (ungraded). Ids missing from a mapping get ``default``. Each call to :meth:`evaluate` costs
     ``ceil(len(documents) / documents_per_call)`` LLM calls of ``usage_per_call`` each, like a
-    batching LLM evaluator, so budgets can be tested.
+    batching LLM evaluator, so budgets can be tested. ``proposals`` (one next query per call,
+    then none; ``None`` items propose nothing) make it a judge-and-propose evaluator.
 
     Attributes:
         documents_per_call: documents judged per LLM call (read by the orchestrator's budget);
@@ -105,6 +107,7 @@ class ScriptedEvaluator:
         confidence: float = 0.9,
         documents_per_call: int | None = 1,
         usage_per_call: Usage = EVALUATE_CALL,
+        proposals: Sequence[str | None] = (),
     ) -> None:
         if documents_per_call is not None and documents_per_call < 1:
             raise ConfigError(f"documents_per_call must be >= 1, got {documents_per_call}")
@@ -115,6 +118,7 @@ class ScriptedEvaluator:
         self.confidence = confidence
         self.documents_per_call = documents_per_call
         self.usage_per_call = usage_per_call
+        self.proposals = list(proposals)
         self.calls = 0
         self.evaluated: list[tuple[str, str]] = []
 
@@ -143,7 +147,9 @@ class ScriptedEvaluator:
         per_call = self.documents_per_call
         for _ in range(math.ceil(len(documents) / per_call) if per_call else 0):
             usage = usage + self.usage_per_call
-        return Evaluation(tuple(verdicts), usage)
+        query = self.proposals[self.calls - 1] if self.calls <= len(self.proposals) else None
+        proposal = Proposal(query, "scripted") if query is not None else None
+        return Evaluation(tuple(verdicts), usage, proposal)
 
 
 class ScriptedRewriter:

@@ -116,8 +116,10 @@ def default_reply(request: Mapping[str, Any]) -> str:
     """Answer corrective_rag's own prompts deterministically from word overlap.
 
     Grading: a document is relevant when it holds at least half the question's content terms;
-    its score is that fraction. Rewriting: the question plus a numbered suffix. Answering: cite
-    the overlapping documents. Support check: "fully" when every answer term is in a document.
+    its score is that fraction; asked to propose too, the next query is the first rewrite the
+    rewriter would make. Rewriting: the question plus a numbered suffix (the queries tried).
+    Answering: cite the overlapping documents. Support check: "fully" when every answer term is
+    in a document.
     """
     messages = request.get("messages") or []
     system = next((m["content"] for m in messages if m.get("role") == "system"), "")
@@ -138,7 +140,11 @@ def default_reply(request: Mapping[str, Any]) -> str:
                     "missing": None if score >= 0.5 else "the question's main terms",
                 }
             )
-        return json.dumps({"verdicts": verdicts})
+        if prompts.PROPOSE_RULE not in system:
+            return json.dumps({"verdicts": verdicts})
+        lacking = "nothing" if any(v["relevant"] for v in verdicts) else "the question's terms"
+        proposal = {"lacking": lacking, "next_query": f"{question} background 1"}
+        return json.dumps({"verdicts": verdicts, **proposal})
     if system.startswith(prompts.REWRITER_SYSTEM[:40]):
         tried = user.count("\n- ")
         return json.dumps({"query": f"{question} background {tried}", "rationale": "broaden"})
@@ -267,11 +273,12 @@ class _Handler(BaseHTTPRequestHandler):
             ],
         }
         if owner.usage:
-            prompt_words = sum(_words(str(m.get("content", ""))) for m in request["messages"])
+            count = owner.count_tokens or _words
+            prompt = sum(count(str(m.get("content", ""))) for m in request["messages"])
             completion["usage"] = {
-                "prompt_tokens": prompt_words,
-                "completion_tokens": _words(text),
-                "total_tokens": prompt_words + _words(text),
+                "prompt_tokens": prompt,
+                "completion_tokens": count(text),
+                "total_tokens": prompt + count(text),
             }
         self._send(200, json.dumps(completion).encode())
 
@@ -289,7 +296,8 @@ class ScriptedLLMServer:
         reply: maps a request body (dict) to the assistant's text; default :func:`default_reply`.
         latency: seconds added before every answer.
         model: model name reported in replies and ``/v1/models``.
-        usage: include a ``usage`` block (word counts) in replies.
+        usage: include a ``usage`` block in replies.
+        count_tokens: counts a message's tokens for that block (default: its words).
         reject_formats: ``response_format`` types answered with HTTP 400 "not supported".
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
@@ -311,11 +319,13 @@ class ScriptedLLMServer:
         usage: bool = True,
         reject_formats: Iterable[str] = (),
         faults: FaultChooser | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.reply: Reply = reply or default_reply
         self.latency = latency
         self.model = model
         self.usage = usage
+        self.count_tokens = count_tokens
         self.reject_formats = frozenset(reject_formats)
         self.requests: list[dict[str, Any]] = []
         self.request_count = 0
@@ -360,9 +370,9 @@ class ScriptedLLMServer:
         """Let every request held by :meth:`Fault.held` (now and later) be answered."""
         self._released.set()
 
-    def start(self) -> ScriptedLLMServer:
-        """Bind a free port and serve in a background thread."""
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+    def start(self, port: int = 0) -> ScriptedLLMServer:
+        """Bind ``port`` (0: a free one) and serve in a background thread."""
+        self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.owner = self
         self._stopping.clear()
         # A short poll interval keeps stop() fast (the default waits up to 0.5 s).

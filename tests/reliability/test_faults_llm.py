@@ -20,7 +20,7 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
-from corrective_rag.types import Document, RunResult, StopReason
+from corrective_rag.types import Document, RewriteSource, RunResult, StopReason
 
 QUESTION = "How do honey bees make honey from nectar?"
 CORPUS_TEXT = {
@@ -207,12 +207,14 @@ def test_verdicts_for_unknown_ids_are_ignored_and_the_sent_ids_regraded(clean):
     ids=["503 past retries", "non-JSON", "wrong shape", "10 MB", "prose", "no query"],
 )
 def test_rewrite_fault_is_a_rejected_rewrite_with_its_reason(faults, reason):
-    """A rewrite the endpoint cannot deliver is rejected with the reason recorded, the run stops
-    with rewrite_failed, and the rewriter's failed call is counted."""
+    """A rewrite the endpoint cannot deliver is rejected with the reason recorded, the run goes on
+    with the question's next hits, and the rewriter's failed call is counted."""
     result, server, _ = _run(None, *faults)
     rewrite = result.history[0].rewrite
     assert rewrite is not None and rewrite.query is None
     assert (rewrite.rejected or "").startswith(reason)
-    assert StopReason.REWRITE_FAILED == result.stop_reason
+    assert RewriteSource.NEXT_HITS == rewrite.source
+    assert 2 == result.iterations and StopReason.REWRITE_FAILED != result.stop_reason
     assert 1 == result.usage.rewriting.failed_calls
-    assert 1 + len(faults) == server.request_count  # retried only where a retry may help
+    # retried only where a retry may help; then one grading call for the next hits
+    assert 2 + len(faults) == server.request_count
