@@ -165,6 +165,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
     if opts.llm_url:
         check_reachable(opts.llm_url)
+    if args.ray is not None:
+        return _batch_on_ray(args, opts, queries)
     with open_store(opts) as store, orchestrator(opts, store) as orch:
         summary = run_batch(
             queries,
@@ -175,6 +177,33 @@ def cmd_batch(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             rerun_errors=not args.skip_errors,
         )
+    return _report_batch(args, summary)
+
+
+def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
+    """``batch --ray``: workers open the store server and the LLM themselves."""
+    from corrective_rag.cli.wiring import RunnerFactory
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.ray_engine import RayEngine
+
+    if not opts.chroma_host:
+        raise ConfigError("--ray needs a store server (--chroma-host): a --store folder is locked")
+    if opts.local_llm:
+        raise ConfigError("--ray needs --llm-url: each worker would start its own --local-llm")
+    summary = run_batch(
+        queries,
+        runner_factory=RunnerFactory(opts),
+        out_path=args.out,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        progress=not args.no_progress,
+        rerun_errors=not args.skip_errors,
+        engine=RayEngine(args.ray or None),
+    )
+    return _report_batch(args, summary)
+
+
+def _report_batch(args: argparse.Namespace, summary: Any) -> int:
     _out(summary.render())
     if args.summary_json:
         Path(args.summary_json).write_text(dump_json(summary.to_dict()) + "\n", encoding="utf-8")

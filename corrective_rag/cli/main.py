@@ -100,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", type=_shard, default=None, metavar="I/N", help="0 <= I < N")
     p.add_argument("--skip-errors", action="store_true", help="do not rerun failed ids on resume")
     p.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the questions on a Ray cluster (a local one when no address is given); "
+        "needs a store server and pip install 'corrective_rag[ray]'",
+    )
     p.add_argument("--no-progress", action="store_true")
     _pipeline_flags(p)
     p.set_defaults(handler="cmd_batch")

@@ -8,7 +8,7 @@ module reads no environment variables: the CLI passes in what it read.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import structlog
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
 from corrective_rag.types import RunResult
 
-__all__ = ["Options", "check_reachable", "open_store", "orchestrator", "run_one"]
+__all__ = ["Options", "RunnerFactory", "check_reachable", "open_store", "orchestrator", "run_one"]
 
 log = structlog.get_logger(__name__)
 
@@ -125,3 +125,22 @@ def run_one(orch: Any) -> Any:
         return result
 
     return run
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerFactory:
+    """Builds the batch's per-query callable where it runs (a Ray worker); pickles as options.
+
+    The store and the LLM client are opened on first call and live as long as the worker.
+    """
+
+    opts: Options
+
+    def __call__(self) -> Callable[[str], RunResult]:
+        """Open the store and build the loop; return its ``run``."""
+        store = open_store(self.opts)
+        # Never exited: the worker's process ends it. (--local-llm, which would need an exit to
+        # stop its server, is refused with --ray.)
+        orch = contextlib.ExitStack().enter_context(orchestrator(self.opts, store))
+        runner: Callable[[str], RunResult] = run_one(orch)
+        return runner

@@ -26,10 +26,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any, Protocol, TypeAlias
 
 import structlog
 
@@ -47,6 +47,7 @@ from corrective_rag.types import RunResult
 
 __all__ = [
     "BatchSummary",
+    "Engine",
     "Query",
     "RunOne",
     "in_shard",
@@ -58,6 +59,25 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 RunOne: TypeAlias = Callable[[str], RunResult]
+
+
+class Engine(Protocol):
+    """Runs a batch's questions elsewhere (e.g. ``corrective_rag.runs.ray_engine.RayEngine``)."""
+
+    def run(
+        self,
+        queries: Sequence[Query],
+        factory: Callable[[], RunOne],
+        record: Callable[[dict[str, Any]], None],
+        *,
+        concurrency: int,
+    ) -> None:
+        """Run ``queries``, ``concurrency`` at once, and ``record`` each line in this thread.
+
+        Runners are built by ``factory`` where the questions run. On ``KeyboardInterrupt``,
+        record the questions already running, then let the interrupt go.
+        """
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +292,7 @@ def run_batch(
     rerun_errors: bool = True,
     fsync: bool = True,
     progress_stream: IO[str] | None = None,
+    engine: Engine | None = None,
 ) -> BatchSummary:
     """Run every query, appending one line per query to ``out_path``.
 
@@ -288,6 +309,8 @@ def run_batch(
         rerun_errors: run ids whose last line is an error again (default); ``False`` skips them.
         fsync: fsync after every line (crash-safe against power loss, not only process death).
         progress_stream: where the bar goes, stderr by default.
+        engine: run the questions there instead of in threads (e.g. ``RayEngine()``); needs a
+            picklable ``runner_factory``. The results file is still written here, by one writer.
 
     Returns:
         The summary over the last line of every query of this batch (and shard), including
@@ -300,6 +323,8 @@ def run_batch(
     """
     if (run_one is None) == (runner_factory is None):
         raise ConfigError("give exactly one of run_one and runner_factory")
+    if engine is not None and runner_factory is None:
+        raise ConfigError("an engine needs runner_factory (picklable), not run_one")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
     if shard is not None:
@@ -331,20 +356,21 @@ def run_batch(
         ):
             counts = {"ok": 0, "failed": 0}
 
-            def record(fut: Future[dict[str, Any]]) -> None:
-                line = fut.result()
+            def record(line: dict[str, Any]) -> None:
                 writer.write(line)
                 counts["ok" if line["status"] == "ok" else "failed"] += 1
                 if bar is not None:
                     bar.set_postfix(counts, refresh=False)
                     bar.update(1)
 
-            pending = {pool.submit(_attempt, runners, q) for q in todo}
+            pending = {pool.submit(_attempt, runners, q) for q in todo} if engine is None else set()
             try:
+                if engine is not None and runner_factory is not None:
+                    engine.run(todo, runner_factory, record, concurrency=concurrency)
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in finished:
-                        record(fut)
+                        record(fut.result())
             except KeyboardInterrupt:
                 interrupted = True
                 log.warning("batch_interrupted", written=sum(counts.values()))
@@ -353,7 +379,7 @@ def run_batch(
                 # Queries already running finish and are written: their work is not thrown away.
                 for fut in pending:
                     if not fut.cancelled():
-                        record(fut)
+                        record(fut.result())
                 raise
     finally:
         writer.close()
