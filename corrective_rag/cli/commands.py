@@ -56,6 +56,8 @@ def options(args: argparse.Namespace) -> Any:
         max_iterations=args.max_iterations,
         top_k=args.top_k,
         min_relevant=args.min_relevant,
+        qdrant=args.qdrant,
+        qdrant_api_key=os.environ.get("QDRANT_API_KEY") or None,
     )
 
 
@@ -120,7 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             chunk = docs[start : start + _ADD_BATCH]
             store.upsert(chunk)
             bar.update(len(chunk))
-    _out(f"indexed {len(docs)} documents into {args.store or args.chroma_host}")
+    _out(f"indexed {len(docs)} documents into {args.qdrant or args.store or args.chroma_host}")
     return 0
 
 
@@ -186,8 +188,10 @@ def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
     from corrective_rag.runs.batch import run_batch
     from corrective_rag.runs.ray_engine import RayEngine
 
-    if not opts.chroma_host:
-        raise ConfigError("--ray needs a store server (--chroma-host): a --store folder is locked")
+    if not opts.chroma_host and not (opts.qdrant or "").startswith(("http://", "https://")):
+        raise ConfigError(
+            "--ray needs a store server (--chroma-host or --qdrant URL): a store folder is locked"
+        )
     if opts.local_llm:
         raise ConfigError("--ray needs --llm-url: each worker would start its own --local-llm")
     summary = run_batch(

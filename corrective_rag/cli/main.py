@@ -58,6 +58,12 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chroma-host", metavar="HOST", help="use a chroma server instead of --store")
     g.add_argument("--chroma-port", type=_positive, default=8000, metavar="PORT")
     g.add_argument(
+        "--qdrant",
+        metavar="URL",
+        help="keep both legs in Qdrant: a server or cluster URL (key: $QDRANT_API_KEY), "
+        "or a folder for its local mode (pip install 'corrective_rag[qdrant]')",
+    )
+    g.add_argument(
         "--llm-url",
         metavar="URL",
         help="OpenAI-compatible endpoint for the evaluator and rewriter "

@@ -40,6 +40,8 @@ class Options:
     max_iterations: int = 3
     top_k: int = 5
     min_relevant: int | None = None
+    qdrant: str | None = None
+    qdrant_api_key: str | None = field(default=None, repr=False)
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
@@ -48,8 +50,10 @@ def open_store(opts: Options, *, create: bool = False) -> Any:
     Raises:
         InputError: when the store folder is missing and ``create`` is False.
     """
+    if opts.qdrant:
+        return _open_qdrant(opts, create=create)
     if not opts.chroma_host and not opts.store:
-        raise ConfigError("give --store DIR (or --chroma-host HOST)")
+        raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
     path = Path(opts.store or ".")
     if not opts.chroma_host and not create and not path.is_dir():
         raise InputError(f"store not found: {path} (create it with 'corrective-rag index')")
@@ -58,6 +62,20 @@ def open_store(opts: Options, *, create: bool = False) -> Any:
     if opts.chroma_host:
         return HybridStore.connect(opts.chroma_host, opts.chroma_port)
     return HybridStore.open(path)
+
+
+def _open_qdrant(opts: Options, *, create: bool) -> Any:
+    """A QdrantStore on a server URL, or in a local-mode folder."""
+    if opts.store or opts.chroma_host:
+        raise ConfigError("give --qdrant alone, without --store or --chroma-host")
+    from corrective_rag.store.qdrant import QdrantStore
+
+    url = opts.qdrant or ""
+    if url.startswith(("http://", "https://")):
+        return QdrantStore.connect(url, api_key=opts.qdrant_api_key)
+    if not create and not Path(url).is_dir():
+        raise InputError(f"qdrant folder not found: {url} (create it with 'corrective-rag index')")
+    return QdrantStore.open(url)
 
 
 def check_reachable(base_url: str) -> None:
