@@ -136,6 +136,37 @@ DRIVER = textwrap.dedent(
 )
 
 
+def _driver(cluster, server, out, texts):
+    env = dict(os.environ, PYTHONPATH=ENV["env_vars"]["PYTHONPATH"])
+    args = [cluster, server.base_url, str(out), json.dumps(ENV), json.dumps(texts)]
+    return subprocess.Popen([sys.executable, "-c", DRIVER, *args], env=env)
+
+
+def test_ctrl_c_writes_the_running_questions_and_starts_no_more(cluster, tmp_path):
+    """On SIGINT the driver waits for both running questions, writes them, and starts no other."""
+    release = threading.Event()
+    held = threading.Semaphore(0)
+
+    def reply(request):
+        if "hold the line" in json.dumps(request):
+            held.release()
+            release.wait(120)  # both workers stay busy until the driver has been interrupted
+        return default_reply(request)
+
+    texts = ["hold the line about lists", "hold the line about tuples", *QUESTIONS[:4]]
+    out = tmp_path / "r.jsonl"
+    with ScriptedLLMServer(reply=reply) as server:
+        driver = _driver(cluster, server, out, texts)
+        try:
+            for _ in range(2):  # a server-side event: each worker is inside a held question
+                assert held.acquire(timeout=120), "the held questions never reached the server"
+            driver.send_signal(signal.SIGINT)
+        finally:
+            release.set()
+        assert 0 != driver.wait(120)
+    assert ["q00", "q01"] == sorted(_ids(out))
+
+
 def test_resume_after_the_driver_is_killed(cluster, tmp_path):
     """A driver SIGKILLed mid-batch loses only unfinished questions; a rerun writes each once."""
     release = threading.Event()
@@ -148,20 +179,7 @@ def test_resume_after_the_driver_is_killed(cluster, tmp_path):
     texts = ["hold the line about lists", *QUESTIONS[:4], *QUESTIONS[5:]]
     out = tmp_path / "r.jsonl"
     with ScriptedLLMServer(reply=reply) as server:
-        env = dict(os.environ, PYTHONPATH=ENV["env_vars"]["PYTHONPATH"])
-        driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                DRIVER,
-                cluster,
-                server.base_url,
-                str(out),
-                json.dumps(ENV),
-                json.dumps(texts),
-            ],
-            env=env,
-        )
+        driver = _driver(cluster, server, out, texts)
         try:
             # Wait (on the file, not the clock) until every question but the held one is written.
             while not out.exists() or len(out.read_text().splitlines()) < len(texts) - 1:
