@@ -14,6 +14,13 @@ judge and rewriter, no LLM. The embedder's cache is emptied before each level, s
 level embeds the same texts.
 
     python benchmarks/batch.py --retriever hybrid --evaluator local --queries 64 --json OUT.json
+
+    python benchmarks/batch.py --engine thread,ray --latency-ms 200 --queries 64 --json OUT.json
+
+``--engine ray`` runs each level on a local Ray instance (started once, before the levels):
+as many actors as the level's concurrency, each building its own orchestrator from a picklable
+factory. Beside the thread engine at the same level, the difference in wall time per question
+and slot is the overhead Ray adds (actor start-up, the factory's build, one round trip each).
 """
 
 from __future__ import annotations
@@ -112,6 +119,116 @@ def run_local(n_queries: int, levels: tuple[int, ...], seed: int) -> dict:
     }
 
 
+class _Factory:
+    """Picklable: builds the benchmark's orchestrator where it runs (a thread or a Ray actor)."""
+
+    def __init__(self, base_url: str, documents: list) -> None:
+        self.base_url = base_url
+        self.documents = documents
+
+    def __call__(self) -> Any:
+        from corrective_rag.evaluate.llm import LLMEvaluator
+        from corrective_rag.llm.client import OpenAIChatClient
+        from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+        from corrective_rag.rewrite.llm import LLMRewriter
+        from corrective_rag.testing.fakes import ListRetriever
+
+        chat = OpenAIChatClient(self.base_url, "scripted", max_concurrency=64)
+        return CorrectiveRAGOrchestrator(
+            ListRetriever(self.documents),
+            LLMEvaluator(chat, batch_size=5, max_workers=1),
+            LLMRewriter(chat),
+            max_iterations=3,
+            top_k=5,
+            min_relevant=3,
+        ).run
+
+
+def _overhead(thread: dict, ray: dict, n: int) -> dict:
+    """Ray's extra start-up, and its extra time per question once workers are up (ms).
+
+    Start-up: the difference on a batch of one question per worker. Per question: the rest of
+    the difference on the whole batch, per question and worker slot.
+    """
+    level = ray["concurrency"]
+    startup = ray["one_question_per_worker_seconds"] - thread["one_question_per_worker_seconds"]
+    steady = (ray["wall_seconds"] - ray["one_question_per_worker_seconds"]) - (
+        thread["wall_seconds"] - thread["one_question_per_worker_seconds"]
+    )
+    return {
+        "startup_seconds": round(startup, 3),
+        "per_question_ms": round(steady * level / max(1, n - level) * 1000, 1),
+    }
+
+
+def run_engines(
+    latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int, engines: list[str]
+) -> dict:
+    """Each engine at each level, one orchestrator per worker (thread or actor) from a factory."""
+    from corrective_rag.cli.demo import stdlib_documents
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.testing.server import ScriptedLLMServer
+
+    documents = stdlib_documents()
+    queries = _queries(n_queries, seed)
+    result: dict = {}
+    with (
+        ScriptedLLMServer(latency=latency_ms / 1000) as server,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        factory = _Factory(server.base_url, documents)
+        for name in engines:
+            engine = None
+            if name == "ray":
+                import ray
+
+                from corrective_rag.runs.ray_engine import RayEngine
+
+                started = time.perf_counter()
+                ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False)
+                result["ray_init_seconds"] = round(time.perf_counter() - started, 3)
+                engine = RayEngine()
+            by_level = {}
+            for level in levels:
+
+                def timed(
+                    part: list, tag: str, level: int = level, name: str = name, engine: Any = engine
+                ) -> tuple[float, Any]:
+                    start = time.perf_counter()
+                    summary = run_batch(
+                        part,
+                        runner_factory=factory,
+                        out_path=Path(tmp) / f"{name}-{level}-{tag}.jsonl",
+                        concurrency=level,
+                        progress=False,
+                        engine=engine,
+                    )
+                    return time.perf_counter() - start, summary
+
+                # One question per worker: start-up (workers, factories) plus one question.
+                first_wall, _ = timed(queries[:level], "first")
+                wall, summary = timed(queries, "all")
+                by_level[str(level)] = {
+                    "concurrency": level,
+                    "wall_seconds": round(wall, 3),
+                    "one_question_per_worker_seconds": round(first_wall, 3),
+                    "throughput_qps": round(n_queries / wall, 3),
+                    "ok": summary.ok,
+                    "failures": summary.failures,
+                    "latency_p50": round(summary.latency_p50, 3),
+                }
+                print(json.dumps({"engine": name, **by_level[str(level)]}), flush=True)
+            result[name] = by_level
+            if name == "ray":
+                ray.shutdown()
+    if "thread" in result and "ray" in result:
+        result["ray_overhead"] = {
+            level: _overhead(result["thread"][level], result["ray"][level], n_queries)
+            for level in result["ray"]
+        }
+    return {"benchmark": "batch-engines", "latency_ms": latency_ms, "queries": n_queries, **result}
+
+
 def run(
     latency_ms: float, n_queries: int, levels: tuple[int, ...], seed: int, keep: str | None = None
 ) -> dict:
@@ -178,11 +295,26 @@ def main() -> None:
     parser.add_argument("--keep-results", metavar="DIR", help="copy each level's results file here")
     parser.add_argument("--retriever", choices=("list", "hybrid"), default="list")
     parser.add_argument("--evaluator", choices=("llm", "local"), default="llm")
+    parser.add_argument(
+        "--engine",
+        default=None,
+        help="comma list of thread,ray: one orchestrator per worker built by a factory "
+        "(default: the original shared-orchestrator thread run)",
+    )
     args = parser.parse_args()
     from corrective_rag.cli.main import configure_logging
 
     configure_logging(verbose=False)  # per-iteration log lines would swamp the figures
     levels = tuple(int(x) for x in args.levels.split(","))
+    if args.engine:
+        engines = args.engine.split(",")
+        if "ray" in engines and "thread" not in engines:
+            engines.insert(0, "thread")  # Ray's figures mean something only beside threads
+        report = run_engines(args.latency_ms, args.queries, levels, args.seed, engines)
+        print(json.dumps(report.get("ray_overhead", {})))
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        return
     if (args.retriever, args.evaluator) == ("hybrid", "local"):
         report = run_local(args.queries, levels, args.seed)
     elif (args.retriever, args.evaluator) == ("list", "llm"):

@@ -1,6 +1,10 @@
 """nDCG@10, Recall@10/100 and queries/second of BM25, dense and hybrid retrieval on a BEIR folder.
 
     python benchmarks/retrieval.py CISI_DIR --json out/cisi.json
+    python benchmarks/retrieval.py DIR --backend qdrant --json out/cisi-qdrant.json
+
+``--backend qdrant`` runs the same legs and fusion through ``QdrantStore`` (qdrant-client's
+local mode) instead of ``HybridStore``.
 
 Only queries with a positive qrel are counted. ``--embedding-cache FILE.npz`` keeps document
 vectors between runs (the first run fills it); ``index_seconds`` then excludes embedding time,
@@ -14,6 +18,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,7 +33,7 @@ ADD_BATCH = 2000
 
 
 def evaluate(
-    store: HybridStore,
+    store: Any,
     queries: dict[str, str],
     qrels: dict[str, dict[str, int]],
     leg: str | None,
@@ -57,6 +62,14 @@ def evaluate(
     }
 
 
+def _open_store(backend: str, embedder: Any, fusion: Any, candidates: int) -> Any:
+    if backend == "qdrant":
+        from corrective_rag.store.qdrant import QdrantStore
+
+        return QdrantStore.in_memory(embedder=embedder, fusion=fusion, candidates=candidates)
+    return HybridStore.in_memory(embedder=embedder, fusion=fusion, candidates=candidates)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir")
@@ -69,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES)
     parser.add_argument("--embedding-cache", help="an .npz file reused across runs")
+    parser.add_argument(
+        "--backend", choices=["hybrid", "qdrant"], default="hybrid", help="store to measure"
+    )
     parser.add_argument("--torch-threads", type=int, help="torch intra-op threads")
     args = parser.parse_args(argv)
     if args.torch_threads:
@@ -86,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     # the inner model keeps no cache of its own, so every query pays its embedding
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder(cache_size=0), args.embedding_cache)
     embedder.embed(["warm up the model"])
-    with HybridStore.in_memory(
-        embedder=embedder, fusion=fusion, candidates=args.candidates
-    ) as store:
+    with _open_store(args.backend, embedder, fusion, args.candidates) as store:
         started = time.perf_counter()
         for i in range(0, len(data.documents), ADD_BATCH):
             store.add(data.documents[i : i + ADD_BATCH])
@@ -111,13 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "fusion": repr(fusion),
             "candidates": args.candidates,
-            "bm25": store._bm25.implementation,
+            "backend": args.backend,
+            "bm25": store._bm25.implementation if args.backend == "hybrid" else "qdrant-idf",
             "torch_threads": args.torch_threads or "default",
         },
         "runs": runs,
     }
     print(
-        f"{data.name}: {len(data.documents)} docs, {len(queries)} queries, "
+        f"{data.name} ({args.backend}): {len(data.documents)} docs, {len(queries)} queries, "
         f"index {index_seconds:.1f} s"
     )
     for name, run in runs.items():

@@ -93,15 +93,28 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def run_ours(docs: list[str], queries: list[str], cache: str, out: Any) -> None:
+def _open(backend: str, embedder: Any) -> Any:
+    if backend == "qdrant":
+        from corrective_rag.store.qdrant import QdrantStore
+
+        return QdrantStore.in_memory(embedder=embedder)
+    from corrective_rag.store.hybrid import HybridStore
+
+    return HybridStore.in_memory(embedder=embedder)
+
+
+def run_ours(docs: list[str], queries: list[str], cache: str, *rest: Any) -> None:
+    """Index and query one of our stores; ``rest`` is ``([backend,] queue)``."""
+    *named, out = rest
+    backend = named[0] if named else "hybrid"
     from benchmarks.cache import DiskCachedEmbedder
     from corrective_rag.models.embeddings import SentenceTransformerEmbedder
-    from corrective_rag.store.hybrid import HybridStore
     from corrective_rag.types import Document
 
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder(cache_size=0), cache)
     documents = [Document(f"d{i}", t) for i, t in enumerate(docs)]
-    with HybridStore.in_memory(embedder=embedder) as store:
+    rss_before = _peak_rss_mb()
+    with _open(backend, embedder) as store:
         started = time.perf_counter()
         for i in range(0, len(documents), 5000):
             store.add(documents[i : i + 5000])
@@ -116,8 +129,11 @@ def run_ours(docs: list[str], queries: list[str], cache: str, out: Any) -> None:
             times.append(time.perf_counter() - t)
     out.put(
         {
+            "backend": backend,
             "index_seconds": round(index_seconds, 2),
             "peak_rss_mb": _peak_rss_mb(),
+            # the process before the store: Python, the model, the corpus and its vectors
+            "rss_before_store_mb": rss_before,
             **_percentiles(times),
         }
     )
@@ -217,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         default="model",
         help="document vectors from the model, or deterministic random unit vectors",
     )
+    parser.add_argument(
+        "--backend",
+        choices=["hybrid", "qdrant", "naive"],
+        help="measure one store only (qdrant: QdrantStore in qdrant-client's local mode)",
+    )
     args = parser.parse_args(argv)
     if args.torch_threads:
         # spawned children inherit the environment, not torch's in-process setting
@@ -225,6 +246,25 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(cache)), exist_ok=True)
     docs, queries = corpus(args.docs, vocabulary())
     embedding_seconds = embed_all(docs, cache, args.doc_vectors == "random")
+    if args.backend:
+        one = (
+            _in_process(run_naive, docs, queries, cache)
+            if args.backend == "naive"
+            else _in_process(run_ours, docs, queries, cache, args.backend)
+        )
+        result = {
+            "docs": args.docs,
+            "doc_vectors": args.doc_vectors,
+            "queries": len(queries),
+            "top_k": TOP_K,
+            "embedding_seconds": round(embedding_seconds, 1),
+            **one,
+        }
+        print(json.dumps(result, indent=2))
+        if args.json_out:
+            with open(args.json_out, "w", encoding="utf-8") as fh:
+                json.dump(result, fh, indent=2)
+        return 0
     ours = _in_process(run_ours, docs, queries, cache)
     naive = _in_process(run_naive, docs, queries, cache)
     result = {

@@ -107,3 +107,66 @@ def slow_run(question: str, delay: float = 0.05) -> RunResult:
     if "fail" in question:
         raise RuntimeError(f"cannot answer {question!r}")
     return make_result(question)
+
+
+SCRIPTED_DOCS = tuple(
+    Document(f"d{i}", text)
+    for i, text in enumerate(
+        [
+            "Python lists are mutable sequences that keep insertion order.",
+            "Tuples are immutable sequences; a tuple can be a dictionary key.",
+            "Dictionaries map hashable keys to values and keep insertion order.",
+            "Sets hold unique hashable elements and support union and intersection.",
+            "Generators produce values lazily with the yield statement.",
+            "The GIL lets one thread run Python bytecode at a time.",
+        ]
+    )
+)
+
+
+class ScriptedFactory:
+    """A picklable runner factory: the corrective loop over a scripted LLM server.
+
+    Each call builds a fresh orchestrator (a keyword retriever over :data:`SCRIPTED_DOCS`, LLM
+    evaluator and rewriter on ``base_url``). A question containing ``fail`` raises; the first
+    time any worker runs a question containing ``crash``, that worker's process is SIGKILLed
+    (``crash_marker`` is the file recording that it happened).
+    """
+
+    def __init__(self, base_url: str, crash_marker: str | None = None) -> None:
+        self.base_url = base_url
+        self.crash_marker = crash_marker
+
+    def __call__(self):
+        import os
+        import signal
+
+        from corrective_rag.evaluate.llm import LLMEvaluator
+        from corrective_rag.llm.client import OpenAIChatClient
+        from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+        from corrective_rag.rewrite.llm import LLMRewriter
+        from corrective_rag.testing.fakes import ListRetriever
+
+        chat = OpenAIChatClient(self.base_url, "scripted")
+        orch = CorrectiveRAGOrchestrator(
+            ListRetriever(SCRIPTED_DOCS),
+            LLMEvaluator(chat, batch_size=5, max_workers=1),
+            LLMRewriter(chat),
+            max_iterations=2,
+            top_k=3,
+            min_relevant=2,
+        )
+
+        def run(question: str) -> RunResult:
+            if "fail" in question:
+                raise RuntimeError(f"cannot answer {question!r}")
+            if "crash" in question and self.crash_marker:
+                try:
+                    os.close(os.open(self.crash_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    pass  # crashed once already: answer this time
+                else:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return orch.run(question)
+
+        return run

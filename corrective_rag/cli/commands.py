@@ -60,6 +60,8 @@ def options(args: argparse.Namespace) -> Any:
         **_fallback_options(args),
         timeout=args.timeout,
         max_retries=args.max_retries,
+        qdrant=args.qdrant,
+        qdrant_api_key=os.environ.get("QDRANT_API_KEY") or None,
     )
 
 
@@ -190,7 +192,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     changes = f"{report.replaced} stale chunks replaced, {report.pruned} pruned"
     _out(
         f"indexed {report.documents} documents from {report.files} files into "
-        f"{args.store or args.chroma_host} ({changes})"
+        f"{args.qdrant or args.store or args.chroma_host} ({changes})"
     )
     return 0
 
@@ -278,6 +280,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries)  # a malformed file fails before any model loads
     if opts.llm_url:
         check_reachable(opts.llm_url)
+    if args.ray is not None:
+        return _batch_on_ray(args, opts, queries)
     interrupts = getattr(args, "interrupts", None)
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(open_store(opts))
@@ -296,6 +300,37 @@ def cmd_batch(args: argparse.Namespace) -> int:
             secrets=secrets(),
             cancel=cancel,
         )
+    return _report_batch(args, summary)
+
+
+def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
+    """``batch --ray``: workers open the store server and the LLM themselves."""
+    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.wiring import RunnerFactory
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.ray_engine import RayEngine
+
+    if not opts.chroma_host and not (opts.qdrant or "").startswith(("http://", "https://")):
+        raise ConfigError(
+            "--ray needs a store server (--chroma-host or --qdrant URL): a store folder is locked"
+        )
+    if opts.local_llm:
+        raise ConfigError("--ray needs --llm-url: each worker would start its own --local-llm")
+    summary = run_batch(
+        queries,
+        runner_factory=RunnerFactory(opts),
+        out_path=args.out,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        progress=not args.no_progress,
+        rerun_errors=not args.skip_errors,
+        engine=RayEngine(args.ray or None),
+        secrets=secrets(),
+    )
+    return _report_batch(args, summary)
+
+
+def _report_batch(args: argparse.Namespace, summary: Any) -> int:
     _out(summary.render())
     if args.summary_json:
         Path(args.summary_json).write_text(dump_json(summary.to_dict()) + "\n", encoding="utf-8")

@@ -80,6 +80,12 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chroma-host", metavar="HOST", help="use a chroma server instead of --store")
     g.add_argument("--chroma-port", type=_positive, default=8000, metavar="PORT")
     g.add_argument(
+        "--qdrant",
+        metavar="URL",
+        help="keep both legs in Qdrant: a server or cluster URL (key: $QDRANT_API_KEY), "
+        "or a folder for its local mode (pip install 'corrective_rag[qdrant]')",
+    )
+    g.add_argument(
         "--llm-url",
         metavar="URL",
         help="OpenAI-compatible endpoint for the evaluator and rewriter "
@@ -170,6 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", type=_shard, default=None, metavar="I/N", help="0 <= I < N")
     p.add_argument("--skip-errors", action="store_true", help="do not rerun failed ids on resume")
     p.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the questions on a Ray cluster (a local one when no address is given); "
+        "needs a store server and pip install 'corrective_rag[ray]'",
+    )
     p.add_argument("--no-progress", action="store_true")
     _pipeline_flags(p)
     _fallback_flags(p)

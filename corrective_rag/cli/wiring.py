@@ -8,7 +8,7 @@ module reads no environment variables: the CLI passes in what it read.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import structlog
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
 from corrective_rag.types import RunResult
 
-__all__ = ["Options", "check_reachable", "open_store", "orchestrator", "run_one"]
+__all__ = ["Options", "RunnerFactory", "check_reachable", "open_store", "orchestrator", "run_one"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +53,8 @@ class Options:
     fetch_pages: bool = False
     timeout: float | None = None  # seconds per LLM call, retries included; None: the default
     max_retries: int | None = None
+    qdrant: str | None = None
+    qdrant_api_key: str | None = field(default=None, repr=False)
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
@@ -65,13 +67,29 @@ def open_store(opts: Options, *, create: bool = False) -> Any:
     Raises:
         StoreError: the folder is not a store (or, without ``create``, holds none).
     """
+    if opts.qdrant:
+        return _open_qdrant(opts, create=create)
     if not opts.chroma_host and not opts.store:
-        raise ConfigError("give --store DIR (or --chroma-host HOST)")
+        raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
     from corrective_rag.store.hybrid import HybridStore
 
     if opts.chroma_host:
         return HybridStore.connect(opts.chroma_host, opts.chroma_port)
     return HybridStore.open(Path(opts.store or "."), create=create, read_only=not create)
+
+
+def _open_qdrant(opts: Options, *, create: bool) -> Any:
+    """A QdrantStore on a server URL, or in a local-mode folder."""
+    if opts.store or opts.chroma_host:
+        raise ConfigError("give --qdrant alone, without --store or --chroma-host")
+    from corrective_rag.store.qdrant import QdrantStore
+
+    url = opts.qdrant or ""
+    if url.startswith(("http://", "https://")):
+        return QdrantStore.connect(url, api_key=opts.qdrant_api_key)
+    if not create and not Path(url).is_dir():
+        raise InputError(f"qdrant folder not found: {url} (create it with 'corrective-rag index')")
+    return QdrantStore.open(url)
 
 
 def check_reachable(base_url: str) -> None:
@@ -209,3 +227,22 @@ def run_one(orch: Any) -> Any:
         return result
 
     return run
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerFactory:
+    """Builds the batch's per-query callable where it runs (a Ray worker); pickles as options.
+
+    The store and the LLM client are opened on first call and live as long as the worker.
+    """
+
+    opts: Options
+
+    def __call__(self) -> Callable[[str], RunResult]:
+        """Open the store and build the loop; return its ``run``."""
+        store = open_store(self.opts)
+        # Never exited: the worker's process ends it. (--local-llm, which would need an exit to
+        # stop its server, is refused with --ray.)
+        orch = contextlib.ExitStack().enter_context(orchestrator(self.opts, store))
+        runner: Callable[[str], RunResult] = run_one(orch)
+        return runner

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any, Protocol, TypeAlias
 
 import structlog
 
@@ -56,6 +56,7 @@ from corrective_rag.types import RunResult
 
 __all__ = [
     "BatchSummary",
+    "Engine",
     "Query",
     "RunOne",
     "in_shard",
@@ -71,6 +72,25 @@ RunOne: TypeAlias = Callable[[str], RunResult]
 INTERRUPTED = "interrupted"  # error type of a query cut short by Ctrl-C; resume runs it again
 _PROBE = 3  # first results that, all failing with the same permanent error, stop the batch
 _POLL = 0.1  # seconds between checks of the cancel event while waiting for results
+
+
+class Engine(Protocol):
+    """Runs a batch's questions elsewhere (e.g. ``corrective_rag.runs.ray_engine.RayEngine``)."""
+
+    def run(
+        self,
+        queries: Sequence[Query],
+        factory: Callable[[], RunOne],
+        record: Callable[[dict[str, Any]], None],
+        *,
+        concurrency: int,
+    ) -> None:
+        """Run ``queries``, ``concurrency`` at once, and ``record`` each line in this thread.
+
+        Runners are built by ``factory`` where the questions run. On ``KeyboardInterrupt``,
+        record the questions already running, then let the interrupt go.
+        """
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +385,7 @@ def run_batch(
     progress_stream: IO[str] | None = None,
     secrets: Sequence[str] = (),
     cancel: threading.Event | None = None,
+    engine: Engine | None = None,
 ) -> BatchSummary:
     """Run every query, appending one line per query to ``out_path``.
 
@@ -384,6 +405,8 @@ def run_batch(
         secrets: strings (an API key) replaced by ``***`` in every line written, whatever
             their source; see :mod:`corrective_rag.text.secrets`.
         cancel: setting this event stops the batch as Ctrl-C does (e.g. from a signal handler).
+        engine: run the questions there instead of in threads (e.g. ``RayEngine()``); needs a
+            picklable ``runner_factory``. The results file is still written here, by one writer.
 
     Returns:
         The summary over the last line of every query of this batch (and shard), including
@@ -399,6 +422,8 @@ def run_batch(
     """
     if (run_one is None) == (runner_factory is None):
         raise ConfigError("give exactly one of run_one and runner_factory")
+    if engine is not None and runner_factory is None:
+        raise ConfigError("an engine needs runner_factory (picklable), not run_one")
     check_int(concurrency, "concurrency", minimum=1)
     if shard is not None:
         _check_shard(shard)
@@ -444,39 +469,48 @@ def run_batch(
                     bar.set_postfix(counts, refresh=False)
                     bar.update(1)
 
-            workers = _Workers(runners, todo, concurrency, cancel)
-            left = len(todo)
-            permanent = None
-            try:
-                while left:
-                    if cancel.is_set():
-                        raise KeyboardInterrupt
-                    try:
-                        line = workers.finished.get(timeout=_POLL)
-                    except queue.Empty:
-                        continue
-                    record(line)
-                    left -= 1
-                    if len(written) == min(_PROBE, len(todo)) == counts["failed"]:
-                        permanent = _same_permanent_failure(written)
-                        if permanent is not None and left:
-                            break
-            except KeyboardInterrupt:
-                interrupted = True
-            if interrupted or (permanent is not None and left):
-                done_lines, cut = workers.stop()
-                for line in [*done_lines, *cut]:
-                    record(line)
-                log.warning("batch_stopped", written=sum(counts.values()), interrupted=len(cut))
-            if interrupted:
-                raise KeyboardInterrupt
-            if permanent is not None and left:
-                status, hint = permanent
-                raise LLMResponseError(
-                    f"batch stopped: its first {len(written)} queries all failed alike: {hint}. "
-                    f"Fix that and run the same command again to resume",
-                    status=status,
-                )
+            if engine is not None and runner_factory is not None:
+                try:
+                    # The engine calls record() here, in this thread: still one writer.
+                    engine.run(todo, runner_factory, record, concurrency=concurrency)
+                except KeyboardInterrupt:
+                    interrupted = True
+                    log.warning("batch_interrupted", written=sum(counts.values()))
+                    raise
+            else:
+                workers = _Workers(runners, todo, concurrency, cancel)
+                left = len(todo)
+                permanent = None
+                try:
+                    while left:
+                        if cancel.is_set():
+                            raise KeyboardInterrupt
+                        try:
+                            line = workers.finished.get(timeout=_POLL)
+                        except queue.Empty:
+                            continue
+                        record(line)
+                        left -= 1
+                        if len(written) == min(_PROBE, len(todo)) == counts["failed"]:
+                            permanent = _same_permanent_failure(written)
+                            if permanent is not None and left:
+                                break
+                except KeyboardInterrupt:
+                    interrupted = True
+                if interrupted or (permanent is not None and left):
+                    done_lines, cut = workers.stop()
+                    for line in [*done_lines, *cut]:
+                        record(line)
+                    log.warning("batch_stopped", written=sum(counts.values()), interrupted=len(cut))
+                if interrupted:
+                    raise KeyboardInterrupt
+                if permanent is not None and left:
+                    status, hint = permanent
+                    raise LLMResponseError(
+                        f"batch stopped: its first {len(written)} queries all failed alike: "
+                        f"{hint}. Fix that and run the same command again to resume",
+                        status=status,
+                    )
     finally:
         writer.close()
         if not interrupted:

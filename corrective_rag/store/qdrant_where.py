@@ -1,0 +1,98 @@
+"""Translate the store's chroma-style ``where`` filters into Qdrant filters.
+
+The same filter a user gives :class:`~corrective_rag.store.hybrid.HybridStore` works on
+:class:`~corrective_rag.store.qdrant.QdrantStore`::
+
+    {"lang": "en"}                                   field equals a value
+    {"year": {"$gte": 2020}}                         $eq $ne $gt $gte $lt $lte $in $nin
+    {"$and": [{...}, {...}]}, {"$or": [{...}, ...]}  nested freely
+
+Metadata lives under the point's ``metadata`` payload key. Qdrant's equality match takes
+strings, integers and booleans; a float is matched as the range ``[v, v]``. ``$ne`` and ``$nin``
+match only documents that have the field (as chroma does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corrective_rag.errors import InputError
+
+__all__ = ["METADATA_KEY", "to_qdrant_filter"]
+
+METADATA_KEY = "metadata"
+_RANGES = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+_SCALAR = (str, int, float, bool)
+
+
+def to_qdrant_filter(where: Mapping[str, Any]) -> Any:
+    """A ``qdrant_client.models.Filter`` equal to the chroma-style ``where``.
+
+    Raises:
+        InputError: an unknown operator, an empty ``$and``/``$or``, or a value that is not a
+            str, int, float or bool (or a list of them for ``$in``/``$nin``).
+    """
+    from qdrant_client import models
+
+    if not isinstance(where, Mapping) or not where:
+        raise InputError(f"invalid metadata filter {where!r}: expected a non-empty mapping")
+    return models.Filter(must=[_clause(key, value, where) for key, value in where.items()])
+
+
+def _clause(key: str, value: Any, where: Mapping[str, Any]) -> Any:
+    from qdrant_client import models
+
+    if key in ("$and", "$or"):
+        if not isinstance(value, Sequence) or isinstance(value, str) or not value:
+            raise InputError(f"invalid metadata filter {where!r}: {key} needs a non-empty list")
+        parts = [to_qdrant_filter(part) for part in value]
+        return models.Filter(must=parts) if key == "$and" else models.Filter(should=parts)
+    if key.startswith("$"):
+        raise InputError(f"invalid metadata filter {where!r}: unknown operator {key!r}")
+    field = f"{METADATA_KEY}.{key}"
+    if not isinstance(value, Mapping):
+        return _equals(field, _scalar(value, where))
+    if len(value) != 1:
+        raise InputError(f"invalid metadata filter {where!r}: one operator per field")
+    ((op, operand),) = value.items()
+    if op == "$eq":
+        return _equals(field, _scalar(operand, where))
+    if op == "$ne":
+        return models.Filter(
+            must_not=[
+                models.IsEmptyCondition(is_empty=models.PayloadField(key=field)),
+                _equals(field, _scalar(operand, where)),
+            ]
+        )
+    if op in _RANGES:
+        number = _scalar(operand, where)
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise InputError(f"invalid metadata filter {where!r}: {op} needs a number")
+        return models.FieldCondition(key=field, range=models.Range(**{_RANGES[op]: number}))
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, Sequence) or isinstance(operand, str) or not operand:
+            raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
+        any_of = models.Filter(should=[_equals(field, _scalar(v, where)) for v in operand])
+        if op == "$in":
+            return any_of
+        return models.Filter(
+            must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=field)), any_of]
+        )
+    raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
+
+
+def _scalar(value: Any, where: Mapping[str, Any]) -> Any:
+    if not isinstance(value, _SCALAR):
+        raise InputError(
+            f"invalid metadata filter {where!r}: {value!r} is not a str, int, float or bool"
+        )
+    return value
+
+
+def _equals(field: str, value: Any) -> Any:
+    from qdrant_client import models
+
+    if isinstance(value, float):  # Qdrant matches str, int and bool; a float is a point range
+        return models.FieldCondition(key=field, range=models.Range(gte=value, lte=value))
+    return models.FieldCondition(key=field, match=models.MatchValue(value=value))
