@@ -26,7 +26,7 @@ _REACH_TIMEOUT = 5.0  # seconds: long enough for a slow server to accept, short 
 # Seconds one LLM call may take, tries included. Remote: two calls in a row (grading, then the
 # rewrite) against a server that never answers end a run within ~2 minutes. Local: the
 # embedded SmolLM2-135M grades a batch of 4 documents in ~10-40 s on 2 busy cores (measured,
-# docs/reliability-llm.md); 300 s leaves room for a loaded machine without hanging for ever.
+# docs/reliability.md); 300 s leaves room for a loaded machine without hanging for ever.
 REMOTE_CALL_SECONDS = 60.0
 LOCAL_CALL_SECONDS = 300.0
 
