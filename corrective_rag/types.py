@@ -8,6 +8,7 @@ Everything here is immutable (``frozen=True, slots=True``) and holds only JSON-f
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -38,6 +39,7 @@ __all__ = [
     "Strip",
     "Usage",
     "Verdict",
+    "missing_items",
     "record_fields",
 ]
 
@@ -146,6 +148,21 @@ class Relevance(str, enum.Enum):
     LOW = "low"
 
 
+def missing_items(value: object, document_id: str = "") -> tuple[str, ...]:
+    """``Verdict.missing`` as a tuple of stripped, non-empty items.
+
+    ``None`` is nothing missing; a string is split at commas and semicolons; a list or tuple
+    must hold strings.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = re.split(r"[,;]", value)
+    if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"verdict for {document_id!r}: missing must be a tuple of strings")
+    return tuple(item for v in value if (item := " ".join(v.split())))
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """An evaluator's judgement of one document against the original question.
@@ -153,6 +170,17 @@ class Verdict:
     A verdict is either *graded* (``relevant``, ``label``, ``score`` and ``confidence`` set) or
     *ungraded* (all four ``None``, ``error`` says why, ``raw`` keeps what the model said). An
     ungraded verdict is never counted as relevant nor as irrelevant.
+
+    Attributes:
+        score: graded relevance, 0..1, on the one scale every evaluator shares: 0.5 is the
+            evaluator's own boundary (``relevant`` is ``score >= 0.5``), higher means more
+            clearly relevant; the filter policies (:mod:`corrective_rag.evaluate.policy`) read
+            this scale and choose how far above the boundary to keep.
+        confidence: how likely the verdict (relevant or not) is right, 0..1.
+        missing: what the question asks that the document does not hold, as short terms or
+            phrases, heaviest first (``()``: nothing, or not said). The stop rule and the
+            rewriters compare these items as given; a string is taken as one comma- or
+            semicolon-separated list (how older records and LLM replies write it).
     """
 
     document_id: str
@@ -161,11 +189,12 @@ class Verdict:
     score: float | None  # 0..1
     confidence: float | None  # 0..1
     reasoning: str = ""
-    missing: str | None = None
+    missing: tuple[str, ...] = ()
     error: str | None = None
     raw: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "missing", missing_items(self.missing, self.document_id))
         graded = (self.relevant, self.label, self.score, self.confidence)
         if any(v is None for v in graded) and any(v is not None for v in graded):
             raise InputError(

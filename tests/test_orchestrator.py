@@ -82,14 +82,14 @@ def test_only_confidently_kept_documents_stop_the_loop() -> None:
 def test_enough_relevant_waits_while_every_kept_document_lacks_the_same_term() -> None:
     """Kept documents that all report one question term missing do not end the search yet."""
 
-    def verdict(doc_id: str, missing: str | None) -> Verdict:
+    def verdict(doc_id: str, missing: tuple[str, ...]) -> Verdict:
         return Verdict(doc_id, True, Relevance.HIGH, 0.9, 0.9, missing=missing)
 
     script = {
-        "p0": verdict("p0", "largest, planet"),
-        "p1": verdict("p1", "largest"),
-        "p2": verdict("p2", "largest"),
-        "p3": verdict("p3", None),
+        "p0": verdict("p0", ("largest", "planet")),
+        "p1": verdict("p1", ("Largest",)),
+        "p2": verdict("p2", ("largest",)),
+        "p3": verdict("p3", ()),
     }
     orch = CorrectiveRAGOrchestrator(
         ListRetriever(CORPUS),

@@ -25,7 +25,13 @@ from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.stopping import enough_relevant
-from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
+from corrective_rag.protocols import (
+    ContextualEvaluator,
+    Evaluator,
+    Generator,
+    Retriever,
+    Rewriter,
+)
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -371,7 +377,8 @@ class CorrectiveRAGOrchestrator:
         verdicts: list[Verdict] = []
         usage = Usage()
         if fresh:
-            verdicts, usage = self._evaluate(st.question, [h.document for h in fresh])
+            documents = [h.document for h in fresh]
+            verdicts, usage = self._evaluate(st.question, documents, st.judged_docs)
         # Charge the run at once, so that a fallback step in this iteration sees this spend.
         st.usage = st.usage + PhaseUsage(grading=usage)
         step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs)
@@ -384,10 +391,19 @@ class CorrectiveRAGOrchestrator:
             bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
         return step
 
-    def _evaluate(self, question: str, documents: list[Document]) -> tuple[list[Verdict], Usage]:
-        """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict."""
+    def _evaluate(
+        self, question: str, documents: list[Document], judged: Sequence[Judged]
+    ) -> tuple[list[Verdict], Usage]:
+        """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict.
+
+        An evaluator that compares with earlier documents gets the run's judged ones, so that
+        its verdicts depend on this run only (never on other runs or threads).
+        """
         try:
-            evaluation = self.evaluator.evaluate(question, documents)
+            if isinstance(self.evaluator, ContextualEvaluator):
+                evaluation = self.evaluator.evaluate_in_context(question, documents, tuple(judged))
+            else:
+                evaluation = self.evaluator.evaluate(question, documents)
         except (LLMError, VerdictParseError) as exc:
             error = f"evaluator failed: {exc}"
             return [Verdict.ungraded(d.id, error) for d in documents], Usage(failed_calls=1)

@@ -123,15 +123,20 @@ class LocalRewriter:
 
 def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
     """Names in the question that no relevant document has as its title (not found yet)."""
-    titles = [
-        content_terms(str(j.document.metadata.get("title", "")) or j.document.id) for j in relevant
-    ]
+    # a document without a title is about no name: its id or path is never read as words
+    titles = [content_terms(_title(j)) for j in relevant]
     return [
         name
         for name in name_phrases(question)
         # one word ("Soviet", "American") is rarely a name worth a search of its own
         if len(terms := content_terms(name)) > 1 and not any(terms <= title for title in titles)
     ]
+
+
+def _title(item: Judged) -> str:
+    """The document's title, ``""`` when it has none (an id is not a title)."""
+    title = item.document.metadata.get("title")
+    return title if isinstance(title, str) else ""
 
 
 def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged]) -> list[str]:
@@ -185,7 +190,8 @@ def _unmatched(
     still = coverage(weights, covered).missing
     flagged: set[str] = set()
     for item in pool:  # an evaluator may name what is missing in its own words
-        flagged.update(content_terms(item.verdict.missing or ""))
+        for missing in item.verdict.missing:
+            flagged.update(content_terms(missing))
     extra = [t for t in sorted(weights, key=lambda t: -weights[t]) if t in flagged]
     return tuple(dict.fromkeys([*still, *extra]))
 
@@ -217,7 +223,7 @@ def _candidates(
     for item in relevant:
         document = item.document
         strength = item.verdict.score if item.verdict.score is not None else 1.0
-        title = str(document.metadata.get("title", "")).split(" (")[0]
+        title = _title(item).split(" (")[0]
         own = content_terms(title)
         if own:
             offer(title, own, strength, document.id)
