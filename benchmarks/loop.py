@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -163,15 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     collection = load_collection(args.data)
     embedder = DiskCachedEmbedder(SentenceTransformerEmbedder())
     retriever = build_retriever(collection, embedder)
-    evaluator, _ = components(args, collection, retriever)
-    # the loop gets its own evaluator: the local one remembers what it judged for a question,
-    # and the loop must not profit from the single-shot arm's judgments
-    loop_evaluator, rewriter = components(args, collection, retriever)
+    evaluator, rewriter = components(args, collection, retriever)
     policy = keep_policy(args.policy)
     try:
         loop = CorrectiveRAGOrchestrator(
             retriever,
-            loop_evaluator,
+            evaluator,
             rewriter,
             policy=policy,
             max_iterations=args.iterations,
@@ -182,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"bad loop settings: {exc}") from exc
     single, corrective = Tally(), Tally()
     judged_pairs: list[tuple[bool, bool]] = []
+    stops: Counter[str] = Counter()
     queries = list(collection.queries.items())[: args.limit]
     for qid, question in queries:
         truth = collection.qrels[qid]
@@ -198,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         started = time.perf_counter()
         result = loop.run(question)
+        stops[result.stop_reason.value] += 1
         verdicts = [v for record in result.history for v in record.verdicts]
         judged_pairs.extend((bool(v.relevant), v.document_id in truth) for v in verdicts)
         corrective.add(
@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         "single_shot": single.figures(),
         "corrective": corrective.figures(),
         "evaluator_agreement": agreement(judged_pairs),
+        # how the corrective runs ended: enough_relevant stops judge fewer documents
+        "stop_reasons": dict(sorted(stops.items())),
     }
     print(json.dumps(report, indent=2))
     if args.json:

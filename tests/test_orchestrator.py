@@ -457,3 +457,17 @@ def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
     assert "connection reset" in result.stop_detail
     assert result.answer is not None and result.answer.abstained
     assert ("p0",) == result.kept_ids
+
+
+def test_rewrite_takes_turns_with_the_questions_next_hits() -> None:
+    """A later iteration judges the question's next-best hits and the rewrite's in turn."""
+    corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(8)] + [
+        Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
+    ]
+    evaluator = ScriptedEvaluator({}, default=0.1)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, ScriptedRewriter(["zebra stripes"]), top_k=4
+    )
+    result = orch.run(QUESTION, max_iterations=2)
+    assert ("q0", "q1", "q2", "q3") == tuple(v.document_id for v in result.history[0].verdicts)
+    assert {"q4", "q5", "z0", "z1"} == {v.document_id for v in result.history[1].verdicts}

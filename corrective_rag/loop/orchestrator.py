@@ -41,6 +41,7 @@ from corrective_rag.types import (
     IterationRecord,
     Judged,
     KeptDocument,
+    LegScore,
     PhaseUsage,
     Retrieved,
     Rewrite,
@@ -357,6 +358,7 @@ class CorrectiveRAGOrchestrator:
         cap = st.top_k
         left = st.document_cap(self._docs_per_call)
         cap = cap if left is None else min(cap, left)
+        picked = _take_turns(hits, st.judged, cap, fused=len(queries) > 1)
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
@@ -370,8 +372,10 @@ class CorrectiveRAGOrchestrator:
             seen.add(doc_id)
             if doc_id in st.judged:
                 skipped.append(doc_id)
-            else:
+            elif doc_id in picked:
                 fresh.append(hit)
+            else:
+                continue  # a fused hit that lost its slot to the other query's turn
             taken.append(hit)
         docs = {h.document.id: h.document for h in fresh}
         verdicts: list[Verdict] = []
@@ -460,6 +464,33 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
+
+
+def _take_turns(
+    hits: Sequence[Hit], judged: Mapping[str, Verdict], cap: int, *, fused: bool
+) -> set[str]:
+    """Ids of up to ``cap`` unjudged hits, the queries taking turns by their own ranks.
+
+    With one query these are its first unjudged hits. With the question and a rewrite, the
+    question's next-best unjudged hit and the rewrite's take slots in turn (the question first),
+    so that the rewrite's hits never push out the documents a single search of the question
+    would judge next: a rewrite can add to what the question finds, not take its place.
+    """
+    lanes: dict[str, list[tuple[int, str]]] = {}
+    for hit in hits:
+        if hit.document.id not in judged:
+            # a fused hit's legs are the queries that found it; one query's hits are one lane
+            for leg in hit.legs if fused else (LegScore("question", hit.rank, hit.score),):
+                lanes.setdefault(leg.leg, []).append((leg.rank, hit.document.id))
+    queues = [sorted(lanes[name]) for name in sorted(lanes, key=lambda n: (n != "question", n))]
+    picked: dict[str, None] = {}
+    while len(picked) < cap and any(queues):
+        for queue in queues:
+            while queue and queue[0][1] in picked:
+                queue.pop(0)
+            if queue and len(picked) < cap:
+                picked[queue.pop(0)[1]] = None
+    return set(picked)
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:
