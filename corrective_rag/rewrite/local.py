@@ -12,6 +12,7 @@ rewriter.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,13 @@ _PHRASE_BONUS = 1.5
 # How much a candidate loses for appearing in every rejected document (linearly less for fewer).
 _REJECTED_PENALTY = 0.5
 _MAX_NAMES = 2  # the question's own still-unfound names carried into the query
+# Month and weekday names (and their short forms) as the tokenizer writes them: a date in a
+# document is rarely what a question is about.
+_CALENDAR = re.compile(
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
+    r"|january|february|march|april|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,16 +237,23 @@ def _candidates(
             offer(title, own, strength, document.id)
         for sentence in split_sentences(document.text):
             terms = tokenize(sentence)
+            share = coverage(question_weights, terms).share
+            if share == 0.0:
+                # a sentence sharing no word with the question (a credit line, a copyright
+                # notice, a changelog date) is not what the question is about
+                continue
             # Names beside the question's own words are the likeliest bridge to the next hop;
             # the document's own name (or a longer form of it) finds only the document itself.
-            near = 1.0 + coverage(question_weights, terms).share
+            near = 1.0 + share
             for phrase in name_phrases(sentence):
                 phrase_terms = content_terms(phrase)
+                if not _typed(phrase_terms, question_terms):
+                    continue
                 if not (own and (own <= phrase_terms or phrase_terms <= own)):
                     bonus = _PHRASE_BONUS if len(phrase_terms) > 1 else 1.0
                     offer(phrase, phrase_terms, strength * near * bonus, document.id)
             for term in sorted(set(terms) - question_terms):  # sorted: same sums every run
-                if not term.isdigit():
+                if _typed(frozenset([term]), question_terms):
                     offer(term, frozenset([term]), strength * near / len(terms), document.id)
     ranked = sorted(found.values(), key=lambda c: (-c.score, c.text))
     chosen: list[_Candidate] = []
@@ -246,6 +261,16 @@ def _candidates(
         if not any(cand.terms <= c.terms or c.terms <= cand.terms for c in chosen):
             chosen.append(cand)
     return chosen
+
+
+def _typed(terms: frozenset[str], question_terms: set[str]) -> bool:
+    """Whether a person would type ``terms`` into a search for the question.
+
+    Numbers, years and dates are left out unless the question holds them: a document's
+    dates and version numbers say when it was written, not what the question is about.
+    """
+    dated = [t for t in terms if any(c.isdigit() for c in t) or _CALENDAR.fullmatch(t)]
+    return all(t in question_terms for t in dated)
 
 
 def _rationale(

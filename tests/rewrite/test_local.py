@@ -182,3 +182,20 @@ def test_searches_a_two_word_name_no_relevant_document_mentions_alone():
     assert rewrite.query is not None
     assert rewrite.query.startswith("Arthur Lubin")
     assert not {"stalin", "prize", "soviet"} & content_terms(rewrite.query)
+
+
+def test_leaves_out_dates_credit_lines_and_paths():
+    """Years, dates, a sentence sharing no question word and an untitled id are never proposed."""
+    timing = Document(
+        "notes/timeit.md#0",
+        "Measure the execution time of small code snippets with a repeatable timer. "
+        "Changed in version 3.7 on Oct 18 2007 in release 2.5. "
+        "Thanks to Tim Peters, whose Python Cookbook chapter started it.",
+    )
+    question = "How do I measure the execution time of a small code snippet?"
+    judged = (Judged(timing, verdict(timing.id, True)),)
+    rewrite = LocalRewriter(max_new_terms=5).rewrite(RewriteRequest(question, (question,), judged))
+    assert rewrite.query is not None
+    words = content_terms(rewrite.query)
+    assert not {"oct", "2007", "3", "7", "2", "5", "tim", "peter", "cookbook"} & words
+    assert not {"note", "timeit", "md"} & words
