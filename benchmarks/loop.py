@@ -41,6 +41,8 @@ from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 
+SAMPLES = 20  # the first queries' rewrites, kept in the JSON for reading
+
 
 class OracleEvaluator:
     """Verdicts read from the qrels: relevant iff the document is a qrel of the question."""
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     single, corrective = Tally(), Tally()
     judged_pairs: list[tuple[bool, bool]] = []
     stops: Counter[str] = Counter()
+    samples: list[dict[str, Any]] = []
     queries = list(collection.queries.items())[: args.limit]
     for qid, question in queries:
         truth = collection.qrels[qid]
@@ -198,6 +201,15 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         result = loop.run(question)
         stops[result.stop_reason.value] += 1
+        if len(samples) < SAMPLES:
+            samples.append(
+                {
+                    "question": question,
+                    "rewrites": [r.query for r in result.history[1:]],
+                    "kept_per_iteration": [len(r.kept_ids) for r in result.history],
+                    "stop_reason": result.stop_reason.value,
+                }
+            )
         verdicts = [v for record in result.history for v in record.verdicts]
         judged_pairs.extend((bool(v.relevant), v.document_id in truth) for v in verdicts)
         corrective.add(
@@ -221,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         "evaluator_agreement": agreement(judged_pairs),
         # how the corrective runs ended: enough_relevant stops judge fewer documents
         "stop_reasons": dict(sorted(stops.items())),
+        "sample_runs": samples,
     }
-    print(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "sample_runs"}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

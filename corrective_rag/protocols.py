@@ -49,9 +49,10 @@ class Retriever(Protocol):
 class Evaluator(Protocol):
     """Judges documents against the user's original question.
 
-    Each verdict's ``score`` is on the one scale the filter policies read: 0..1, with 0.5 the
-    evaluator's own boundary (a document it calls relevant scores at least 0.5, one it rejects
-    below), higher for clearer relevance; ``confidence`` is how likely the verdict is right;
+    Each verdict's ``score`` is on the one scale the filter policies read (0..1: irrelevant
+    below ``types.RELEVANT_FROM`` = 0.5, partly relevant up to ``types.HIGH_FROM`` = 0.7,
+    relevant from there; a yes/no judge puts its relevant verdicts from 0.7);
+    ``confidence`` is how likely the verdict is right;
     ``missing`` lists what of the question the document lacks, as terms or short phrases (see
     :class:`~corrective_rag.types.Verdict`). The same arguments should give the same verdicts:
     an evaluator that compares with documents judged earlier takes them as arguments

@@ -24,12 +24,14 @@ __all__ = [
     "Document",
     "Evaluation",
     "FallbackMode",
+    "HIGH_FROM",
     "Hit",
     "IterationRecord",
     "Judged",
     "KeptDocument",
     "LegScore",
     "PhaseUsage",
+    "RELEVANT_FROM",
     "Relevance",
     "Retrieved",
     "Rewrite",
@@ -140,6 +142,11 @@ class Retrieved:
         return cls(hit.document.id, hit.score, hit.rank, hit.legs)
 
 
+# The verdict score scale (see Verdict.score): the evaluators write it, the policies read it.
+RELEVANT_FROM = 0.5  # a score from here is a relevant verdict (medium or high); below, irrelevant
+HIGH_FROM = 0.7  # a score from here is high relevance, as CRAG's "correct" and the LLM prompt's
+
+
 class Relevance(str, enum.Enum):
     """Relevance label on the evaluator's one scale."""
 
@@ -172,10 +179,11 @@ class Verdict:
     ungraded verdict is never counted as relevant nor as irrelevant.
 
     Attributes:
-        score: graded relevance, 0..1, on the one scale every evaluator shares: 0.5 is the
-            evaluator's own boundary (``relevant`` is ``score >= 0.5``), higher means more
-            clearly relevant; the filter policies (:mod:`corrective_rag.evaluate.policy`) read
-            this scale and choose how far above the boundary to keep.
+        score: graded relevance, 0..1, on the one scale every evaluator writes and the filter
+            policies (:mod:`corrective_rag.evaluate.policy`) read: below ``RELEVANT_FROM``
+            (0.5) irrelevant, from it up to ``HIGH_FROM`` (0.7) partly relevant (medium), from
+            ``HIGH_FROM`` relevant (high). An evaluator with a yes/no decision and no middle
+            grade (the local judge) scores its relevant verdicts from ``HIGH_FROM``.
         confidence: how likely the verdict (relevant or not) is right, 0..1.
         missing: what the question asks that the document does not hold, as short terms or
             phrases, heaviest first (``()``: nothing, or not said). The stop rule and the

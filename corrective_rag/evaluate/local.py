@@ -27,9 +27,9 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
   penalty a bridge paragraph gets for looking unlike the question.
 
 ``p = sigmoid(bias + w . features)``; a document is relevant when ``p >= threshold``. The
-verdict's score is ``p``'s odds relative to the threshold (:func:`verdict_score`), so the
-threshold lands on 0.5, the boundary of the verdict scale, whatever the filter presets ask; the
-confidence is the probability that the verdict is right. Everything is embedded in one batched
+verdict's score maps ``p`` onto the verdict scale (:func:`verdict_score`: the threshold lands
+where the scale's relevant verdicts begin); the confidence is the probability that the verdict
+is right. Everything is embedded in one batched
 call per evaluation, and nothing is remembered between calls.
 """
 
@@ -56,7 +56,16 @@ from corrective_rag.text.lexical import (
     term_weights,
     title_phrase,
 )
-from corrective_rag.types import Document, Evaluation, Judged, Relevance, Usage, Verdict
+from corrective_rag.types import (
+    HIGH_FROM,
+    RELEVANT_FROM,
+    Document,
+    Evaluation,
+    Judged,
+    Relevance,
+    Usage,
+    Verdict,
+)
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -341,16 +350,16 @@ def _gaps(raw: list[LocalFeatures], pool: list[LocalFeatures]) -> list[LocalFeat
 
 
 def verdict_score(probability: float, threshold: float) -> float:
-    """The verdict's score: the judge's odds of relevance relative to its own threshold.
+    """Map the judge's probability onto the verdict score scale, piecewise linearly.
 
-    ``sigmoid(logit(probability) - logit(threshold))``: the decision threshold lands on 0.5,
-    the boundary of :attr:`Verdict.score <corrective_rag.types.Verdict>`'s scale, and the
-    score grows with the evidence. It depends on no filter preset: the presets decide how far
-    above the boundary a document must score to be kept.
+    The judge's verdict is yes or no, with no middle grade: its threshold lands on
+    :data:`~corrective_rag.types.HIGH_FROM`, where the scale's relevant verdicts begin, and a
+    rejected document scores below :data:`~corrective_rag.types.RELEVANT_FROM`. The scale is
+    the verdict type's, not any filter preset's; the confidence carries how sure the judge is.
     """
-    p = min(max(probability, 1e-9), 1.0 - 1e-9)
-    odds = (p / (1.0 - p)) * ((1.0 - threshold) / threshold)
-    return odds / (1.0 + odds)
+    if probability < threshold:
+        return RELEVANT_FROM * probability / threshold
+    return HIGH_FROM + (1.0 - HIGH_FROM) * (probability - threshold) / (1.0 - threshold)
 
 
 def _check(question: str, documents: Sequence[Document]) -> None:

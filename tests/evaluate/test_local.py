@@ -27,7 +27,7 @@ from corrective_rag.text.lexical import (
     term_weights,
     title_phrase,
 )
-from corrective_rag.types import Document, Relevance
+from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Document, Relevance
 
 QUESTION = "Which volcano erupted in 1980 in Washington state?"
 
@@ -87,15 +87,17 @@ def test_confidence_grows_with_distance_from_threshold(evaluator):
         assert off.confidence > mixed.confidence
 
 
-def test_score_puts_the_judges_threshold_on_the_verdict_boundary(evaluator):
-    """A verdict is relevant exactly when its score is at least 0.5, whatever the presets say."""
+def test_score_puts_relevant_verdicts_where_the_scale_says_relevant(evaluator):
+    """Relevant verdicts score from HIGH_FROM, rejected ones below RELEVANT_FROM; general keeps
+    the relevant ones the judge is at least 0.3 sure of."""
     general = get_policy("general")
     for verdict in evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, LONG_MIXED]).verdicts:
-        assert verdict.relevant == (verdict.score >= 0.5)
-        if not verdict.relevant:
-            assert Decision.DROP is decide(verdict, general)
+        assert verdict.relevant == (verdict.score >= HIGH_FROM)
+        assert verdict.relevant == (verdict.score >= RELEVANT_FROM)
+        expected = verdict.relevant and verdict.confidence >= general.high_confidence
+        assert expected == (Decision.KEEP is decide(verdict, general))
     threshold = DEFAULT_WEIGHTS.threshold
-    assert 0.5 == pytest.approx(verdict_score(threshold, threshold))
+    assert HIGH_FROM == pytest.approx(verdict_score(threshold, threshold))
     assert verdict_score(0.2, 0.4) < verdict_score(0.3, 0.4) < verdict_score(0.9, 0.4)
 
 
