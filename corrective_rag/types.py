@@ -18,20 +18,20 @@ from corrective_rag.errors import InputError
 from corrective_rag.inputs import surrogate_at
 
 __all__ = [
+    "HIGH_FROM",
+    "RELEVANT_FROM",
     "Answer",
     "ChatReply",
     "CragAction",
     "Document",
     "Evaluation",
     "FallbackMode",
-    "HIGH_FROM",
     "Hit",
     "IterationRecord",
     "Judged",
     "KeptDocument",
     "LegScore",
     "PhaseUsage",
-    "RELEVANT_FROM",
     "Relevance",
     "Retrieved",
     "Rewrite",

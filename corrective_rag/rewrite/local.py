@@ -42,6 +42,9 @@ _PHRASE_BONUS = 1.5
 # How much a candidate loses for appearing in every rejected document (linearly less for fewer).
 _REJECTED_PENALTY = 0.5
 _MAX_NAMES = 2  # the question's own still-unfound names carried into the query
+# A name rarely has more content words than this ("Chief of Protocol of the United States"
+# has four); a longer capitalised run or title is a heading, which a person would not type.
+_MAX_PHRASE_TERMS = 4
 # Month and weekday names (and their short forms) as the tokenizer writes them: a date in a
 # document is rarely what a question is about.
 _CALENDAR = re.compile(
@@ -217,8 +220,8 @@ def _candidates(
     found: dict[frozenset[str], _Candidate] = {}
 
     def offer(text: str, terms: frozenset[str], weight: float, source: str) -> None:
-        if not terms or terms <= question_terms:
-            return
+        if not terms or terms <= question_terms or len(terms) > _MAX_PHRASE_TERMS:
+            return  # a whole paper title or heading is not a search phrase; a name is
         if any(terms <= tried for tried in tried_terms):
             return  # already searched for: proposing it again cannot find anything new
         specificity = sum(max(idf(t), 0.0) for t in terms) / len(terms)

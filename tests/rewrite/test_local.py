@@ -199,3 +199,17 @@ def test_leaves_out_dates_credit_lines_and_paths():
     words = content_terms(rewrite.query)
     assert not {"oct", "2007", "3", "7", "2", "5", "tim", "peter", "cookbook"} & words
     assert not {"note", "timeit", "md"} & words
+
+
+def test_a_long_title_is_not_a_search_phrase():
+    """A relevant document's sentence-long title is not pasted into the rewrite."""
+    paper = Document(
+        "c1",
+        "Similarity laws for heated wings are derived. Scale models obey the laws of heating.",
+        {"title": "similarity laws for aerothermoelastic testing of heated high speed wings"},
+    )
+    question = "What similarity laws must be obeyed when constructing heated aircraft models?"
+    judged = (Judged(paper, verdict(paper.id, True)),)
+    rewrite = LocalRewriter(max_new_terms=5).rewrite(RewriteRequest(question, (question,), judged))
+    assert rewrite.query is not None
+    assert "aerothermoelastic testing" not in rewrite.query
