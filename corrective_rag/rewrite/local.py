@@ -269,11 +269,12 @@ def _candidates(
 def _typed(terms: frozenset[str], question_terms: set[str]) -> bool:
     """Whether a person would type ``terms`` into a search for the question.
 
-    Numbers, years and dates are left out unless the question holds them: a document's
-    dates and version numbers say when it was written, not what the question is about.
+    Numbers, years, dates and single letters (a command-line flag's "n") are left out unless
+    the question holds them: a document's dates and version numbers say when it was written,
+    not what the question is about.
     """
-    dated = [t for t in terms if any(c.isdigit() for c in t) or _CALENDAR.fullmatch(t)]
-    return all(t in question_terms for t in dated)
+    odd = [t for t in terms if len(t) < 2 or any(c.isdigit() for c in t) or _CALENDAR.fullmatch(t)]
+    return all(t in question_terms for t in odd)
 
 
 def _rationale(

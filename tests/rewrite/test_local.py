@@ -189,6 +189,7 @@ def test_leaves_out_dates_credit_lines_and_paths():
     timing = Document(
         "notes/timeit.md#0",
         "Measure the execution time of small code snippets with a repeatable timer. "
+        "Pass -n to set how many times the timer runs the snippet code. "
         "Changed in version 3.7 on Oct 18 2007 in release 2.5. "
         "Thanks to Tim Peters, whose Python Cookbook chapter started it.",
     )
@@ -197,7 +198,7 @@ def test_leaves_out_dates_credit_lines_and_paths():
     rewrite = LocalRewriter(max_new_terms=5).rewrite(RewriteRequest(question, (question,), judged))
     assert rewrite.query is not None
     words = content_terms(rewrite.query)
-    assert not {"oct", "2007", "3", "7", "2", "5", "tim", "peter", "cookbook"} & words
+    assert not {"oct", "2007", "3", "7", "2", "5", "n", "tim", "peter", "cookbook"} & words
     assert not {"note", "timeit", "md"} & words
 
 
