@@ -1,14 +1,23 @@
-"""Calibrate and measure the local evaluator against qrels on the top-10 hybrid hits.
+"""Calibrate and measure the local evaluator against qrels, beside the trivial rules it must beat.
 
-For every query of every collection given, retrieve the top 10 documents, judge them with
-``LocalEvaluator`` and compare "relevant" with the qrels: precision, recall and F1 per collection.
-With ``--fit``, also fit the logistic weights and the threshold on all collections pooled (each
-collection weighs the same) and report the agreement with the fitted constants.
+For every query of every collection given, take the documents the judge would be sent (the top
+10 hybrid hits in two calls of 5, or with ``--judged loop`` what the corrective loop at its
+defaults sends), judge them with ``LocalEvaluator``'s own scoring (``direct_features`` and
+``judge_features``, the later call compared with the earlier documents as the loop does) and
+compare "relevant" with the qrels: precision, recall and F1 per collection.
 
-    python benchmarks/calibrate_local.py HOTPOTQA_DIR CISI_DIR CRANFIELD_DIR CACM_DIR \\
-        --fit --json calibrate_local.json
+Beside the judge, on the same judged documents, the trivial rules: keep all, keep the first k
+(for the k fitted like the judge, and for the best k on the scored collection itself, an
+in-sample upper bound of that rule), and keep a document whose dense cosine with the question
+reaches a threshold fitted like the judge's.
 
-Each folder is a collection in BEIR layout (docs/benchmarks.md names the public ones used).
+* ``--fit``: fit the weights and the threshold on all collections given (each weighs the same)
+  and report them (in-sample figures).
+* ``--loco``: leave one collection out: fit on the others, score on it, for each (out-of-sample
+  figures; the rules' k and cosine threshold are fitted the same way).
+
+    python benchmarks/calibrate_local.py hotpotqa-dev500-distractor classic-cisi \\
+        classic-cranfield classic-cacm --loco --json calibrate_local.json
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,24 +42,27 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks.beir import load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from benchmarks.retrievers import build_retriever
-from corrective_rag.evaluate.links import naming_cosine, title_links
 from corrective_rag.evaluate.local import (
     DEFAULT_WEIGHTS,
     LocalEvaluator,
     LocalFeatures,
     LocalWeights,
+    judge_features,
 )
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.text import content_terms, tokenize
-from corrective_rag.text.lexical import complement, term_weights, title_phrase
-from corrective_rag.types import Document, Evaluation
+from corrective_rag.types import Document, Evaluation, Judged
 
 TOP_K = 10
 BATCH = 5  # the loop's default top_k
 L2 = 1e-3  # a touch of ridge so that the fit is unique when a feature barely varies
+THRESHOLDS = np.round(np.arange(0.10, 0.91, 0.02), 2)
+
+# The features that do not depend on the weights, and those that do (through the namers' scores).
+DIRECT = ("dense", "sentence", "coverage", "dense_gap", "sentence_gap", "coverage_gap", "named")
+LINKS = ("linked", "bridge", "bridge_sentence", "bridge_complement", "bridge_top", "bridge_depth")
 
 
 class _Recorder:
@@ -63,8 +75,13 @@ class _Recorder:
         self.batches: list[list[Document]] = []
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
+        return self.evaluate_in_context(question, documents, ())
+
+    def evaluate_in_context(
+        self, question: str, documents: Sequence[Document], judged: Sequence[Judged]
+    ) -> Evaluation:
         self.batches.append(list(documents))
-        return self.inner.evaluate(question, documents)
+        return self.inner.evaluate_in_context(question, documents, judged)
 
 
 def _loop_batches(retriever: HybridStore) -> Callable[[str], list[list[Document]]]:
@@ -81,7 +98,7 @@ def _loop_batches(retriever: HybridStore) -> Callable[[str], list[list[Document]
 
 
 def _top10_batches(retriever: HybridStore) -> Callable[[str], list[list[Document]]]:
-    """The top-10 hits of a question in batches of ``BATCH``, as the loop would send them."""
+    """The top-10 hits of a question in calls of ``BATCH``, as the loop would send them."""
 
     def batches(question: str) -> list[list[Document]]:
         documents = [h.document for h in retriever.retrieve(question, top_k=TOP_K)]
@@ -90,113 +107,92 @@ def _top10_batches(retriever: HybridStore) -> Callable[[str], list[list[Document
     return batches
 
 
-def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None, judged: str) -> dict:
-    """Direct features, title links and qrel labels of the documents judged for every query.
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One query's judged documents in their calls, with the weight-free evidence."""
 
-    ``judged`` is ``top10`` (the question's top-10 hits) or ``loop`` (what the corrective loop
-    at its defaults, with the current weights, sends the evaluator).
-    """
+    question_weights: dict[str, float]
+    batches: tuple[tuple[Document, ...], ...]
+    direct: tuple[LocalFeatures, ...]  # of every judged document, in judged order
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """A collection's judged documents: qrel labels, order judged, and the queries' evidence."""
+
+    name: str
+    queries: tuple[Query, ...]
+    y: np.ndarray  # bool per judged document
+    position: np.ndarray  # 1-based place of the document in its query's judged order
+    seconds_per_query: float
+
+
+def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None, judged: str) -> Dataset:
+    """The documents judged for every query, with their direct evidence and qrel labels."""
     collection = load_collection(folder)
     retriever = build_retriever(collection, embedder)
-    evaluator = LocalEvaluator(embedder, idf=retriever.idf, link_titles=False)
+    evaluator = LocalEvaluator(embedder, idf=retriever.idf)
     batches_of = (_loop_batches if judged == "loop" else _top10_batches)(retriever)
-    rows: list[tuple[float, ...]] = []
+    queries: list[Query] = []
     labels: list[bool] = []
-    links: list[tuple[tuple[int, float, float], ...]] = []
-    groups: list[int] = []
-    row_ends: list[int] = []
+    positions: list[int] = []
     started = time.perf_counter()
-    queries = list(collection.queries.items())[:limit]
-    for number, (qid, question) in enumerate(queries):
-        batches = batches_of(question)
+    items = list(collection.queries.items())[:limit]
+    for qid, question in items:
+        batches = tuple(tuple(b) for b in batches_of(question) if b)
         documents = [d for batch in batches for d in batch]
-        # judged batch by batch, in order: the gap features depend on what came before
-        features = [f for batch in batches for f in evaluator.features(question, batch)]
-        ends = [sum(len(b) for b in batches[: n + 1]) for n, b in enumerate(batches) for _ in b]
-        offset = len(rows)
-        rows.extend(_direct(f) for f in features)
+        direct = tuple(evaluator.direct_features(question, documents))
+        queries.append(Query(evaluator.term_weights(question), batches, direct))
         labels.extend(d.id in collection.relevant(qid) for d in documents)
-        groups.extend([number] * len(documents))
-        row_ends.extend(offset + end for end in ends)
-        # a document is linked only from its own batch or earlier ones, as the evaluator links
-        weights = term_weights(content_terms(question), retriever.idf)
-        terms = [frozenset(tokenize(d.text)) for d in documents]
-        links.extend(
-            tuple(
-                (
-                    offset + j,
-                    naming_cosine(title_phrase(doc.metadata.get("title")), features[j]),
-                    complement(weights, terms[j], terms[i]),
-                )
-                for j in js
-                if j < end
-            )
-            for i, (doc, js, end) in enumerate(
-                zip(documents, title_links(documents), ends, strict=True)
-            )
-        )
+        positions.extend(range(1, len(documents) + 1))
     seconds = time.perf_counter() - started
-    print(f"{collection.name}: {len(queries)} queries in {seconds:.0f} s", flush=True)
-    return {
-        "name": collection.name,
-        "x": np.asarray(rows, dtype=np.float64),
-        "y": np.asarray(labels, dtype=bool),
-        "links": links,
-        "groups": np.asarray(groups, dtype=np.int64),  # the query of each row
-        "ends": np.asarray(row_ends, dtype=np.int64),  # rows judged by the end of each row's batch
-        "queries": len(queries),
-        "seconds_per_query": seconds / max(len(queries), 1),
-    }
+    print(f"{collection.name}: {len(items)} queries in {seconds:.0f} s", flush=True)
+    return Dataset(
+        collection.name,
+        tuple(queries),
+        np.asarray(labels, dtype=bool),
+        np.asarray(positions, dtype=np.int64),
+        seconds / max(len(items), 1),
+    )
 
 
-_DIRECT = (
-    "dense",
-    "sentence",
-    "coverage",
-    "dense_gap",
-    "sentence_gap",
-    "coverage_gap",
-    "named",
-)
+def judged_features(
+    weights: LocalWeights, data: Dataset, *, link_titles: bool | None = None
+) -> list[LocalFeatures]:
+    """Every judged document's features as ``LocalEvaluator`` computes them in the loop's calls.
+
+    Each call is compared with the documents judged before it for the same query (the context
+    the orchestrator passes), through the evaluator's own :func:`judge_features`.
+    """
+    found: list[LocalFeatures] = []
+    for query in data.queries:
+        start = 0
+        for batch in query.batches:
+            end = start + len(batch)
+            context = [d for b in query.batches for d in b][:start]
+            found.extend(
+                judge_features(
+                    weights,
+                    query.question_weights,
+                    batch,
+                    query.direct[start:end],
+                    context=context,
+                    context_direct=query.direct[:start],
+                    link_titles=link_titles,
+                )
+            )
+            start = end
+    return found
 
 
-def _direct(features: LocalFeatures) -> tuple[float, ...]:
-    """The features that do not depend on other documents, in ``_DIRECT`` order."""
-    return tuple(getattr(features, name) for name in _DIRECT)
+def matrix(features: Sequence[LocalFeatures], names: Sequence[str]) -> np.ndarray:
+    """The named features of each document, one row each."""
+    return np.array([[getattr(f, n) for n in names] for f in features], dtype=np.float64)
 
 
-_LINKS = ("linked", "bridge", "bridge_sentence", "bridge_complement", "bridge_top", "bridge_depth")
-
-
-def _link_terms(weights: LocalWeights, data: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Direct logits, then the ``_LINKS`` features as ``LocalEvaluator`` computes them."""
-    w = np.array([getattr(weights, name) for name in _DIRECT])
-    z = weights.bias + data["x"] @ w
-    direct = 1.0 / (1.0 + np.exp(-z))
-    links = data["links"]
-    linked = np.array([max((direct[j] for j, _, _ in js), default=0.0) for js in links])
-    said = np.array([max((direct[j] * c for j, c, _ in js), default=0.0) for js in links])
-    adds = np.array([max((direct[j] * a for j, _, a in js), default=0.0) for js in links])
-    groups, ends = data["groups"], data["ends"]
-    tops = np.array([_top_names(direct, groups, ends, i, js) for i, js in enumerate(links)])
-    own = 1.0 - direct
-    depth = linked * np.maximum(0.0, -z)
-    return z, np.column_stack([linked, linked * own, said * own, adds, tops * own, depth])
-
-
-def _top_names(direct: np.ndarray, groups: np.ndarray, ends: np.ndarray, i: int, js: tuple) -> bool:
-    """Whether row ``i`` is named by the best document its question had judged by its batch."""
-    if not js:
-        return False
-    seen = np.where((groups == groups[i]) & (np.arange(len(direct)) < ends[i]))[0]
-    return int(seen[np.argmax(direct[seen])]) in {j for j, _, _ in js}
-
-
-def scores(weights: LocalWeights, data: dict) -> np.ndarray:
-    """Scores as ``LocalEvaluator`` computes them, title links included."""
-    z, links = _link_terms(weights, data)
-    w = np.array([getattr(weights, name) for name in _LINKS])
-    return 1.0 / (1.0 + np.exp(-(z + links @ w)))
+def probabilities(weights: LocalWeights, features: Sequence[LocalFeatures]) -> np.ndarray:
+    """The judge's probability of relevance for each document (``LocalWeights.score``)."""
+    return np.array([weights.score(f) for f in features])
 
 
 def agreement(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
@@ -208,65 +204,122 @@ def agreement(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
-def _loss(beta: np.ndarray, x: np.ndarray, y: np.ndarray, sample: np.ndarray) -> float:
-    """Weighted logistic loss with a light ridge (the first column, the bias, is not shrunk)."""
-    z = x @ beta
-    nll = np.sum(sample * (np.logaddexp(0.0, z) - y * z))
-    return float(nll + L2 * np.sum(beta[1:] ** 2))
+def _logistic(x: np.ndarray, y: np.ndarray, sample: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """Weighted logistic regression with a light ridge; the first column (bias) is not shrunk."""
+
+    def loss(beta: np.ndarray) -> float:
+        z = offset + x @ beta
+        nll = np.sum(sample * (np.logaddexp(0.0, z) - y * z))
+        return float(nll + L2 * np.sum(beta[1:] ** 2))
+
+    return np.asarray(minimize(loss, np.zeros(x.shape[1]), method="BFGS").x)
 
 
-def fit(datasets: list[dict]) -> LocalWeights:
-    """Logistic regression on the pooled collections, then the links, then the best threshold.
+def _best(values: Sequence[float], score: Callable[[float], float]) -> float:
+    """The value of ``values`` with the highest ``score`` (the first on ties)."""
+    return max(values, key=score)
 
-    Each collection weighs the same in the direct fit; the title-link weights are fitted after,
-    on the linked documents only (see :func:`fit_links`); the threshold is the one with the best
-    F1 averaged over the collections.
+
+def fit(datasets: Sequence[Dataset]) -> LocalWeights:
+    """Fit the weights and the threshold on ``datasets`` pooled (each collection weighs the same).
+
+    The direct features (gaps included) do not depend on the weights: one logistic regression.
+    The link features do, through the namers' scores: they are computed with the current
+    weights by the evaluator's own code (they depend on the direct weights only) and their
+    weights fitted on the linked documents only (collections whose titles are never named
+    have none, and would pull these weights down through the shared bias), the direct logit a
+    fixed offset. The
+    threshold is the one with the best F1 averaged over the collections.
     """
-    x = np.vstack([np.column_stack([np.ones(len(d["y"])), d["x"]]) for d in datasets])
-    y = np.concatenate([d["y"] for d in datasets]).astype(float)
-    sample = np.concatenate([np.full(len(d["y"]), 1.0 / len(d["y"])) for d in datasets])
-    beta = minimize(_loss, np.zeros(x.shape[1]), args=(x, y, sample), method="BFGS").x
-    values = [round(float(b), 3) for b in beta]
+    unlinked = [judged_features(DEFAULT_WEIGHTS, d, link_titles=False) for d in datasets]
+    x = np.vstack([np.column_stack([np.ones(len(f)), matrix(f, DIRECT)]) for f in unlinked])
+    y = np.concatenate([d.y for d in datasets]).astype(float)
+    sample = np.concatenate([np.full(len(d.y), 1.0 / len(d.y)) for d in datasets])
+    beta = _logistic(x, y, sample, np.zeros(len(y)))
     weights = LocalWeights(
-        bias=values[0], linked=0.0, **dict(zip(_DIRECT, values[1:], strict=True))
+        bias=round(float(beta[0]), 3),
+        linked=0.0,
+        **{n: round(float(b), 3) for n, b in zip(DIRECT, beta[1:], strict=True)},
     )
-    weights = replace(weights, **fit_links(weights, datasets))
-    best = max(
-        (float(t) for t in np.arange(0.1, 0.91, 0.02)),
-        key=lambda t: np.mean([agreement(scores(weights, d) >= t, d["y"])["f1"] for d in datasets]),
+    direct_logit = x @ np.array([weights.bias, *(getattr(weights, n) for n in DIRECT)])
+    # the namers' scores are their direct scores, so the links depend on the direct weights only
+    links = np.vstack([matrix(judged_features(weights, d), LINKS) for d in datasets])
+    has = np.any(links != 0.0, axis=1)
+    if has.any():
+        v = np.column_stack([np.zeros(int(has.sum())), links[has]])  # no second bias
+        beta = _logistic(v, y[has], np.ones(int(has.sum())), direct_logit[has])[1:]
+        weights = replace(
+            weights, **{n: round(float(b), 3) for n, b in zip(LINKS, beta, strict=True)}
+        )
+    scored = [(probabilities(weights, judged_features(weights, d)), d.y) for d in datasets]
+    threshold = _best(
+        [float(t) for t in THRESHOLDS],
+        lambda t: float(np.mean([agreement(p >= t, truth)["f1"] for p, truth in scored])),
     )
-    return replace(weights, threshold=round(best, 2))
+    return replace(weights, threshold=threshold)
 
 
-def fit_links(weights: LocalWeights, datasets: list[dict]) -> dict[str, float]:
-    """The weights of the ``_LINKS`` features, fitted only on the documents that have a link.
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The trivial rules' settings, fitted like the judge (best mean F1 over the collections)."""
 
-    Only titled collections have links, so in a pooled fit the untitled ones would pull these
-    weights down through the shared bias; here the direct logit is a fixed offset and only the
-    link weights are fitted, on the rows where a link exists. ``linked`` and ``bridge`` are both
-    needed: a link lifts a document that looks unlike the question (a multi-hop bridge) but
-    hardly one that already looks like it (a sibling page the on-topic document also mentions).
-    """
-    parts = [_link_terms(weights, d) for d in datasets]
-    has = [np.array([bool(js) for js in d["links"]], dtype=bool) for d in datasets]
-    if not any(h.any() for h in has):
-        return {name: getattr(weights, name) for name in _LINKS}
-    z0 = np.concatenate([z[h] for (z, _), h in zip(parts, has, strict=True)])
-    v = np.vstack([links[h] for (_, links), h in zip(parts, has, strict=True)])
-    y = np.concatenate([d["y"][h] for d, h in zip(datasets, has, strict=True)]).astype(float)
+    top_k: int
+    cosine: float
 
-    def loss(b: np.ndarray) -> float:
-        z = z0 + v @ b
-        return float(np.sum(np.logaddexp(0.0, z) - y * z) + L2 * np.sum(b**2))
 
-    beta = minimize(loss, np.zeros(len(_LINKS)), method="BFGS").x
-    return {name: round(float(b), 3) for name, b in zip(_LINKS, beta, strict=True)}
+def fit_rules(datasets: Sequence[Dataset]) -> Rules:
+    """The first-k and dense-cosine thresholds with the best F1 averaged over ``datasets``."""
+    cosines = [
+        matrix(judged_features(DEFAULT_WEIGHTS, d, link_titles=False), ["dense"])[:, 0]
+        for d in datasets
+    ]
+    top_k = _best(
+        list(range(1, TOP_K + 1)),
+        lambda k: float(np.mean([agreement(d.position <= k, d.y)["f1"] for d in datasets])),
+    )
+    grid = [float(c) for c in np.round(np.arange(0.0, 0.95, 0.01), 2)]
+    cosine = _best(
+        grid,
+        lambda c: float(
+            np.mean(
+                [agreement(cos >= c, d.y)["f1"] for cos, d in zip(cosines, datasets, strict=True)]
+            )
+        ),
+    )
+    return Rules(int(top_k), cosine)
+
+
+def score(weights: LocalWeights, rules: Rules, data: Dataset) -> dict[str, dict[str, float]]:
+    """The judge's and the trivial rules' agreement with the qrels on ``data``."""
+    features = judged_features(weights, data)
+    cosine = matrix(features, ["dense"])[:, 0]
+    best_k = _best(list(range(1, TOP_K + 1)), lambda k: agreement(data.position <= k, data.y)["f1"])
+    return {
+        "judge": agreement(probabilities(weights, features) >= weights.threshold, data.y),
+        "keep_all": agreement(np.ones(len(data.y), dtype=bool), data.y),
+        f"top_{rules.top_k}_fitted": agreement(data.position <= rules.top_k, data.y),
+        f"top_{best_k}_best_in_sample": agreement(data.position <= best_k, data.y),
+        f"cosine_{rules.cosine:.2f}_fitted": agreement(cosine >= rules.cosine, data.y),
+    }
+
+
+def _print(label: str, name: str, figures: dict[str, dict[str, float]]) -> None:
+    judge = figures["judge"]["f1"]
+    rules = {k: v["f1"] for k, v in figures.items() if k != "judge"}
+    best = max(rules, key=lambda k: rules[k])
+    print(
+        f"{label:6s} {name:28s} judge F1 {judge:.3f} (P {figures['judge']['precision']:.3f} "
+        f"R {figures['judge']['recall']:.3f})  best rule {best} {rules[best]:.3f}  "
+        f"margin {judge - rules[best]:+.3f}  |  "
+        + "  ".join(f"{k} {v:.3f}" for k, v in rules.items())
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="+", help="collection folders in BEIR layout")
-    parser.add_argument("--fit", action="store_true", help="fit weights and threshold")
+    parser.add_argument("--fit", action="store_true", help="fit on all collections given")
+    parser.add_argument("--loco", action="store_true", help="leave one collection out")
     parser.add_argument("--limit", type=int, default=None, help="queries per collection")
     parser.add_argument(
         "--judged",
@@ -283,29 +336,45 @@ def main(argv: list[str] | None = None) -> int:
     for folder in args.data:
         datasets.append(collect(folder, embedder, args.limit, args.judged))
         embedder.save()
-    candidates = {"default": DEFAULT_WEIGHTS}
+    report: dict = {
+        "judged": args.judged,
+        "top_k": TOP_K,
+        "collections": {
+            d.name: {
+                "queries": len(d.queries),
+                "judged": len(d.y),
+                "relevant_share": float(np.mean(d.y)),
+                "seconds_per_query": d.seconds_per_query,
+            }
+            for d in datasets
+        },
+    }
+    all_rules = fit_rules(datasets)
+    report["default"] = {"weights": asdict(DEFAULT_WEIGHTS), "in_sample_rules": asdict(all_rules)}
+    for data in datasets:
+        figures = score(DEFAULT_WEIGHTS, all_rules, data)
+        report["default"][data.name] = figures
+        _print("commit", data.name, figures)
     if args.fit:
-        candidates["fitted"] = fit(datasets)
-        print("fitted:", candidates["fitted"])
-    report: dict = {"judged": args.judged, "top_k": TOP_K, "weights": {}, "collections": {}}
-    for label, weights in candidates.items():
-        report["weights"][label] = asdict(weights)
+        fitted = fit(datasets)
+        print("fitted on all (in-sample):", fitted)
+        report["fitted"] = {"weights": asdict(fitted)}
         for data in datasets:
-            figures = agreement(scores(weights, data) >= weights.threshold, data["y"])
-            entry = report["collections"].setdefault(
-                data["name"],
-                {
-                    "queries": data["queries"],
-                    "judged": len(data["y"]),
-                    "relevant_share": float(np.mean(data["y"])),
-                    "seconds_per_query": data["seconds_per_query"],
-                },
-            )
-            entry[label] = figures
-            print(
-                f"{label:8s} {data['name']:28s} P {figures['precision']:.3f} "
-                f"R {figures['recall']:.3f} F1 {figures['f1']:.3f}"
-            )
+            figures = score(fitted, all_rules, data)
+            report["fitted"][data.name] = figures
+            _print("fit", data.name, figures)
+    if args.loco:
+        report["loco"] = {}
+        for held in datasets:
+            train = [d for d in datasets if d is not held]
+            weights, rules = fit(train), fit_rules(train)
+            figures = score(weights, rules, held)
+            report["loco"][held.name] = {
+                "weights": asdict(weights),
+                "rules": asdict(rules),
+                **figures,
+            }
+            _print("loco", held.name, figures)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

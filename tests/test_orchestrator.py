@@ -83,14 +83,14 @@ def test_only_confidently_kept_documents_stop_the_loop() -> None:
 def test_enough_relevant_waits_while_every_kept_document_lacks_the_same_term() -> None:
     """Kept documents that all report one question term missing do not end the search yet."""
 
-    def verdict(doc_id: str, missing: str | None) -> Verdict:
+    def verdict(doc_id: str, missing: tuple[str, ...]) -> Verdict:
         return Verdict(doc_id, True, Relevance.HIGH, 0.9, 0.9, missing=missing)
 
     script = {
-        "p0": verdict("p0", "largest, planet"),
-        "p1": verdict("p1", "largest"),
-        "p2": verdict("p2", "largest"),
-        "p3": verdict("p3", None),
+        "p0": verdict("p0", ("largest", "planet")),
+        "p1": verdict("p1", ("Largest",)),
+        "p2": verdict("p2", ("largest",)),
+        "p3": verdict("p3", ()),
     }
     orch = CorrectiveRAGOrchestrator(
         ListRetriever(CORPUS),
@@ -471,3 +471,17 @@ def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
     assert "connection reset" in (result.history[0].rewrite.rejected or "")
     assert result.answer is not None and result.answer.abstained
     assert ("p0",) == result.kept_ids
+
+
+def test_rewrite_takes_turns_with_the_questions_next_hits() -> None:
+    """A later iteration judges the question's next-best hits and the rewrite's in turn."""
+    corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(8)] + [
+        Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
+    ]
+    evaluator = ScriptedEvaluator({}, default=0.1)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, ScriptedRewriter(["zebra stripes"]), top_k=4
+    )
+    result = orch.run(QUESTION, max_iterations=2)
+    assert ("q0", "q1", "q2", "q3") == tuple(v.document_id for v in result.history[0].verdicts)
+    assert {"q4", "q5", "z0", "z1"} == {v.document_id for v in result.history[1].verdicts}

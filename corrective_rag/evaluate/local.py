@@ -7,13 +7,14 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
   a relevant sentence inside a long, mostly off-topic document;
 * ``coverage``: the idf-weighted share of the question's content terms the document contains;
 * ``dense_gap``, ``sentence_gap``, ``coverage_gap``: the three above less their best value
-  among the documents judged for the same question so far (this batch and the remembered
-  earlier calls): how a document compares with the best one found for the question carries
-  across collections better than the raw cosines, whose scale depends on the question's wording;
+  among the documents judged for the question (this batch and those the caller passes as
+  judged before, see :meth:`LocalEvaluator.evaluate_in_context`): how a document compares
+  with the best one found for the question carries across collections better than the raw
+  cosines, whose scale depends on the question's wording;
 * ``named``: the document's title is named in the question (a question about two named things,
   or the first hop of a multi-hop question, names the documents it needs by their titles);
 * title links, for a document whose title another document names (one of the same batch, or
-  one judged earlier for the same question), weighed by that namer's own direct score: this is
+  one passed as judged before), weighed by that namer's own direct score: this is
   how a multi-hop question's second paragraph, about a bridge entity the question never names,
   earns credit. ``linked`` is the best namer's score; ``bridge`` the same times one less the
   document's own direct score (a link lifts a paragraph unlike the question, a bridge, but not
@@ -25,14 +26,15 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
   far below even odds the document's own evidence is, so that a strong link offsets part of the
   penalty a bridge paragraph gets for looking unlike the question.
 
-``score = sigmoid(bias + w . features)``; a document is relevant when ``score >= threshold``.
-Everything is embedded in one batched call per :meth:`LocalEvaluator.evaluate`.
+``p = sigmoid(bias + w . features)``; a document is relevant when ``p >= threshold``. The
+verdict's score maps ``p`` onto the verdict scale (:func:`verdict_score`: the threshold lands
+where the scale's relevant verdicts begin); the confidence is the probability that the verdict
+is right. Everything is embedded in one batched
+call per evaluation, and nothing is remembered between calls.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -54,16 +56,29 @@ from corrective_rag.text.lexical import (
     term_weights,
     title_phrase,
 )
-from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
+from corrective_rag.types import (
+    HIGH_FROM,
+    RELEVANT_FROM,
+    Document,
+    Evaluation,
+    Judged,
+    Relevance,
+    Usage,
+    Verdict,
+)
 
-__all__ = ["DEFAULT_WEIGHTS", "LocalEvaluator", "LocalFeatures", "LocalWeights"]
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "LocalEvaluator",
+    "LocalFeatures",
+    "LocalWeights",
+    "judge_features",
+    "verdict_score",
+]
 
 log = structlog.get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
-_SEEN_PER_QUESTION = 100  # documents remembered per question for title links, best first
-_BOUNDARY = 0.5  # irrelevant verdicts score below this, which every policy drops (_rescale)
-_HIGH = 0.7  # relevant verdicts score from here: the presets' high relevance (see _rescale)
 # The gaps are taken from the best document judged for the question, not from the mean of all:
 # the mean of all falls as more are judged, so the same document was kept among 15 weak ones and
 # dropped among the loop's first 5. The best one hardly moves once the first call is judged, so
@@ -100,6 +115,11 @@ DEFAULT_WEIGHTS = LocalWeights(
 class LocalEvaluator:
     """Judges documents locally (zero LLM calls) from embeddings and lexical evidence.
 
+    A verdict is a pure function of the call's arguments: the evaluator remembers nothing
+    between calls. The corrective loop compares each batch with the documents the run judged
+    before through :meth:`evaluate_in_context` (the gap and title-link features); a plain
+    :meth:`evaluate` compares the batch's documents with one another only.
+
     Args:
         embedder: anything with ``embed(texts) -> unit vectors``; ``None`` uses the default
             offline :class:`~corrective_rag.models.embeddings.SentenceTransformerEmbedder`,
@@ -108,10 +128,10 @@ class LocalEvaluator:
             question's content terms; without it every term weighs the same.
         weights: the logistic combination and threshold (calibrated defaults).
         max_sentences: sentences per document compared with the question.
-        link_titles: credit a document whose title another on-topic document names (one in the
-            same batch, or one judged earlier for the same question).
-        memory: how many recent questions keep their judged documents for the gaps and
-            title links (0: only the current batch counts).
+        link_titles: credit a document whose ``metadata["title"]`` another judged document
+            names. ``None`` (the default) decides per call: the links are looked for only when
+            some judged document has a title, so a corpus without titles pays nothing for them;
+            ``False`` never links (a corpus whose titles are not names, such as file names).
 
     Attributes:
         documents_per_call: ``None``: no LLM calls, so a call budget never caps its documents.
@@ -126,8 +146,7 @@ class LocalEvaluator:
         idf: Callable[[str], float] | None = None,
         weights: LocalWeights = DEFAULT_WEIGHTS,
         max_sentences: int = 20,
-        link_titles: bool = True,
-        memory: int = 128,
+        link_titles: bool | None = None,
     ) -> None:
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ConfigError("embedder must have an embed(texts) method")
@@ -135,20 +154,15 @@ class LocalEvaluator:
             raise ConfigError("weights must be a LocalWeights")
         if not 0.0 < weights.threshold < 1.0:
             raise ConfigError(f"threshold must be in (0, 1), got {weights.threshold}")
-        if memory < 0:
-            raise ConfigError(f"memory must be >= 0, got {memory}")
         if max_sentences < 1:
             raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
+        if link_titles is not None and not isinstance(link_titles, bool):
+            raise ConfigError(f"link_titles must be True, False or None, got {link_titles!r}")
         self._embedder = embedder
         self.idf = check_idf(idf)
         self.weights = weights
         self.max_sentences = max_sentences
         self.link_titles = link_titles
-        self.memory = memory
-        self._seen: OrderedDict[str, dict[str, tuple[Document, LocalFeatures, float]]] = (
-            OrderedDict()
-        )
-        self._lock = threading.Lock()
 
     @property
     def embedder(self) -> Embedder:
@@ -159,8 +173,12 @@ class LocalEvaluator:
             self._embedder = SentenceTransformerEmbedder()
         return self._embedder
 
-    def features(self, question: str, documents: Sequence[Document]) -> list[LocalFeatures]:
-        """Compute the evidence for each document (one batched embedding call)."""
+    def direct_features(self, question: str, documents: Sequence[Document]) -> list[LocalFeatures]:
+        """Each document's own evidence, before gaps and links (one batched embedding call).
+
+        These depend on the question and the document only, not on the weights nor on the
+        other documents; :func:`judge_features` completes them.
+        """
         _check(question, documents)
         if not documents:
             return []
@@ -172,7 +190,8 @@ class LocalEvaluator:
         q = vectors[0]
         dense = vectors[1 : 1 + len(documents)] @ q
         sentence_cos = vectors[1 + len(documents) :] @ q
-        weights = term_weights(content_terms(question), self.idf)
+        weights = self.term_weights(question)
+        question_form = phrase_form(question)
         found = []
         start = 0
         for doc, doc_sentences, doc_dense in zip(documents, sentences, dense, strict=True):
@@ -181,71 +200,74 @@ class LocalEvaluator:
             best = int(np.argmax(cosines))
             cov = coverage(weights, tokenize(doc.text))
             found.append(
-                (
-                    doc,
+                LocalFeatures(
                     float(doc_dense),
                     float(cosines[best]),
+                    cov.share,
+                    0.0,
                     doc_sentences[best],
-                    cov,
-                    tuple(zip(doc_sentences, cosines.tolist(), strict=True)),
+                    cov.matched,
+                    cov.missing,
+                    named=float(
+                        names_phrase(question_form, title_phrase(doc.metadata.get("title")))
+                    ),
+                    sentences=tuple(zip(doc_sentences, cosines.tolist(), strict=True)),
                 )
             )
-        question_form = phrase_form(question)
-        raw = [
-            LocalFeatures(
-                dense,
-                sent,
-                cov.share,
-                0.0,
-                best,
-                cov.matched,
-                cov.missing,
-                named=float(names_phrase(question_form, title_phrase(doc.metadata.get("title")))),
-                sentences=compared,
-            )
-            for doc, dense, sent, best, cov, compared in found
-        ]
-        with self._lock:
-            seen = dict(self._seen.get(question, {}))
-        batch_ids = {d.id for d in documents}
-        earlier = [entry for doc_id, entry in seen.items() if doc_id not in batch_ids]
-        direct = _gaps(raw, [feat for _, feat, _ in earlier])
-        scores = [self.weights.score(f) for f in direct]
-        if self.memory:
-            self._remember(question, documents, raw, scores)
-        if not self.link_titles:
-            return direct
-        return link_features(weights, documents, direct, scores, earlier)
+        return found
 
-    def _remember(
+    def term_weights(self, question: str) -> dict[str, float]:
+        """The question's content terms weighted by the idf (1.0 each without one)."""
+        return term_weights(content_terms(question), self.idf)
+
+    def features(
         self,
         question: str,
         documents: Sequence[Document],
-        raw: list[LocalFeatures],
-        scores: list[float],
-    ) -> None:
-        """Keep the question's judged documents (best first, capped) for later calls."""
-        with self._lock:
-            entry = self._seen.pop(question, {})
-            entry.update(
-                {d.id: (d, f, sc) for d, f, sc in zip(documents, raw, scores, strict=True)}
-            )
-            if len(entry) > _SEEN_PER_QUESTION:
-                best = sorted(entry.items(), key=lambda item: -item[1][2])
-                entry = dict(best[:_SEEN_PER_QUESTION])
-            self._seen[question] = entry
-            while len(self._seen) > self.memory:
-                self._seen.popitem(last=False)
+        judged: Sequence[Document] = (),
+    ) -> list[LocalFeatures]:
+        """The complete evidence for each of ``documents``, compared with ``judged`` too."""
+        _check(question, documents)
+        context = _context_documents(judged, documents)
+        if not documents:
+            return []
+        raw = self.direct_features(question, [*documents, *context])
+        return judge_features(
+            self.weights,
+            self.term_weights(question),
+            documents,
+            raw[: len(documents)],
+            context=context,
+            context_direct=raw[len(documents) :],
+            link_titles=self.link_titles,
+        )
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one graded verdict per document, in order; usage is always zero LLM calls."""
-        features = self.features(question, documents)
+        return self.evaluate_in_context(question, documents, ())
+
+    def evaluate_in_context(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        judged: Sequence[Judged | Document],
+    ) -> Evaluation:
+        """Judge ``documents`` beside ``judged``, the documents judged before for the question.
+
+        The same arguments always give the same verdicts. ``judged`` (the run's earlier
+        documents, with or without their verdicts; the verdicts are not read) only sets the
+        reference for the gaps and the pool of title links; a document of ``documents`` that
+        is also in ``judged`` is judged once, as one of ``documents``.
+        """
+        docs = [j.document if isinstance(j, Judged) else j for j in judged]
+        features = self.features(question, documents, docs)
         verdicts = tuple(
             self._verdict(doc, feat) for doc, feat in zip(documents, features, strict=True)
         )
         log.debug(
             "local_evaluation",
             documents=len(documents),
+            judged_before=len(docs),
             relevant=sum(bool(v.relevant) for v in verdicts),
         )
         return Evaluation(verdicts, Usage())
@@ -257,26 +279,70 @@ class LocalEvaluator:
             document.id,
             relevant,
             Relevance.HIGH if relevant else Relevance.LOW,
-            round(_rescale(probability, self.weights.threshold), 4),
+            round(verdict_score(probability, self.weights.threshold), 4),
             # the logistic output is a probability of relevance fitted on the qrels, so the
             # confidence in a verdict is the probability that it is right
             round(probability if relevant else 1.0 - probability, 4),
             reasoning=_reasoning(features),
-            missing=", ".join(features.missing) or None,
+            missing=features.missing,
         )
 
 
-def _gaps(raw: list[LocalFeatures], earlier: list[LocalFeatures]) -> list[LocalFeatures]:
+def judge_features(
+    weights: LocalWeights,
+    question_weights: dict[str, float],
+    documents: Sequence[Document],
+    direct: Sequence[LocalFeatures],
+    *,
+    context: Sequence[Document] = (),
+    context_direct: Sequence[LocalFeatures] = (),
+    link_titles: bool | None = None,
+) -> list[LocalFeatures]:
+    """Complete the direct features of ``documents`` with the gaps and the title links.
+
+    A pure function (the calibration benchmark fits the weights through it): the gaps compare
+    each document with the best of ``documents`` and ``context`` together; the links look for
+    namers among both, weighed by their direct scores under ``weights``. With ``link_titles``
+    ``None`` the links are looked for only when some document has a title.
+    """
+    pool = [*direct, *context_direct]
+    if not pool:
+        return []
+    gapped = _gaps(pool, pool)
+    scores = [weights.score(f) for f in gapped]
+    n = len(documents)
+    titled = any(title_phrase(d.metadata.get("title")) for d in (*documents, *context))
+    if link_titles is False or (link_titles is None and not titled):
+        return gapped[:n]
+    earlier = list(zip(context, gapped[n:], scores[n:], strict=True))
+    return link_features(question_weights, documents, gapped[:n], scores[:n], earlier)
+
+
+def _context_documents(judged: Sequence[Document], documents: Sequence[Document]) -> list[Document]:
+    """``judged`` without the documents of the batch and without repeats, in order."""
+    if isinstance(judged, str | bytes) or not isinstance(judged, Sequence):
+        raise InputError("judged must be a sequence of Document")
+    batch = {d.id for d in documents}
+    seen: set[str] = set()
+    context = []
+    for doc in judged:
+        if not isinstance(doc, Document):
+            raise InputError("judged must be a sequence of Document")
+        if doc.id not in batch and doc.id not in seen:
+            seen.add(doc.id)
+            context.append(doc)
+    return context
+
+
+def _gaps(raw: list[LocalFeatures], pool: list[LocalFeatures]) -> list[LocalFeatures]:
     """Each document's features less the mean of the best ``_GAP_REFERENCE`` values of each.
 
-    The pool is the batch and the documents judged earlier for the question.
-
-    How a document compares with the others retrieved for the same question is evidence that
+    How a document compares with the others judged for the same question is evidence that
     travels across collections better than the raw cosines, whose scale depends on the
     question's wording and the collection's style.
     """
-    pool = np.array([f.vector()[:3] for f in (*raw, *earlier)], dtype=np.float64)
-    reference = np.sort(pool, axis=0)[-_GAP_REFERENCE:].mean(axis=0)
+    values = np.array([f.vector()[:3] for f in pool], dtype=np.float64)
+    reference = np.sort(values, axis=0)[-_GAP_REFERENCE:].mean(axis=0)
     return [
         replace(
             f,
@@ -288,18 +354,17 @@ def _gaps(raw: list[LocalFeatures], earlier: list[LocalFeatures]) -> list[LocalF
     ]
 
 
-def _rescale(probability: float, threshold: float) -> float:
-    """Map the logistic output piecewise-linearly onto the filter policies' score scale.
+def verdict_score(probability: float, threshold: float) -> float:
+    """Map the judge's probability onto the verdict score scale, piecewise linearly.
 
-    The decision threshold lands on ``_HIGH`` (0.7, where the presets' high relevance starts
-    and CRAG's *correct* begins), so that a document the judge calls relevant is one the
-    ``general`` policy keeps when the judge is confident enough; a document it calls irrelevant
-    scores below ``_BOUNDARY`` (0.5), which every preset drops. The local judge has no middle
-    grade: its verdict is binary, and the confidence carries how sure it is.
+    The judge's verdict is yes or no, with no middle grade: its threshold lands on
+    :data:`~corrective_rag.types.HIGH_FROM`, where the scale's relevant verdicts begin, and a
+    rejected document scores below :data:`~corrective_rag.types.RELEVANT_FROM`. The scale is
+    the verdict type's, not any filter preset's; the confidence carries how sure the judge is.
     """
     if probability < threshold:
-        return _BOUNDARY * probability / threshold
-    return _HIGH + (1.0 - _HIGH) * (probability - threshold) / (1.0 - threshold)
+        return RELEVANT_FROM * probability / threshold
+    return HIGH_FROM + (1.0 - HIGH_FROM) * (probability - threshold) / (1.0 - threshold)
 
 
 def _check(question: str, documents: Sequence[Document]) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corrective_rag.errors import VerdictParseError
-from corrective_rag.types import Relevance, Verdict
+from corrective_rag.types import Relevance, Verdict, missing_items
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -158,6 +158,13 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
+def _missing(value: Any) -> tuple[str, ...]:
+    """A model's "missing": a list of items, or one text listing them (see ``missing_items``)."""
+    if isinstance(value, list | tuple):
+        return missing_items([str(v) for v in value if v is not None])
+    return missing_items(_text(value))
+
+
 def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "") -> Verdict:
     """Turn one verdict object from a model into a graded :class:`Verdict`.
 
@@ -194,5 +201,5 @@ def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "
         score=score,
         confidence=DEFAULT_CONFIDENCE if confidence is None else confidence,
         reasoning=_text(item.get("reasoning", item.get("reason"))) or "",
-        missing=_text(item.get("missing")),
+        missing=_missing(item.get("missing")),
     )

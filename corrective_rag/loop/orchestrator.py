@@ -26,7 +26,13 @@ from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.stopping import enough_relevant
-from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
+from corrective_rag.protocols import (
+    ContextualEvaluator,
+    Evaluator,
+    Generator,
+    Retriever,
+    Rewriter,
+)
 from corrective_rag.rewrite.guard import repeats
 from corrective_rag.types import (
     Answer,
@@ -37,6 +43,7 @@ from corrective_rag.types import (
     IterationRecord,
     Judged,
     KeptDocument,
+    LegScore,
     PhaseUsage,
     Proposal,
     Retrieved,
@@ -387,6 +394,7 @@ class CorrectiveRAGOrchestrator:
         cap = st.top_k
         left = st.document_cap(self._docs_per_call)
         cap = cap if left is None else min(cap, left)
+        picked = _take_turns(hits, st.judged, cap, fused=len(queries) > 1)
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
@@ -400,15 +408,18 @@ class CorrectiveRAGOrchestrator:
             seen.add(doc_id)
             if doc_id in st.judged:
                 skipped.append(doc_id)
-            else:
+            elif doc_id in picked:
                 fresh.append(hit)
+            else:
+                continue  # a fused hit that lost its slot to the other query's turn
             taken.append(hit)
         docs = {h.document.id: h.document for h in fresh}
         verdicts: list[Verdict] = []
         usage = Usage()
         proposal = None
         if fresh:
-            verdicts, usage, proposal = self._evaluate(st.question, [h.document for h in fresh])
+            documents = [h.document for h in fresh]
+            verdicts, usage, proposal = self._evaluate(st.question, documents, st.judged_docs)
         # Charge the run at once, so that a fallback step in this iteration sees this spend.
         st.usage = st.usage + PhaseUsage(grading=usage)
         step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs, proposal)
@@ -422,11 +433,18 @@ class CorrectiveRAGOrchestrator:
         return step
 
     def _evaluate(
-        self, question: str, documents: list[Document]
+        self, question: str, documents: list[Document], judged: Sequence[Judged]
     ) -> tuple[list[Verdict], Usage, Proposal | None]:
-        """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict."""
+        """Judge ``documents``; a missing verdict or a failed call becomes an ungraded verdict.
+
+        An evaluator that compares with earlier documents gets the run's judged ones, so that
+        its verdicts depend on this run only (never on other runs or threads).
+        """
         try:
-            evaluation = self.evaluator.evaluate(question, documents)
+            if isinstance(self.evaluator, ContextualEvaluator):
+                evaluation = self.evaluator.evaluate_in_context(question, documents, tuple(judged))
+            else:
+                evaluation = self.evaluator.evaluate(question, documents)
         except (LLMError, VerdictParseError) as exc:
             error = f"evaluator failed: {exc}"
             ungraded = [Verdict.ungraded(d.id, error) for d in documents]
@@ -502,6 +520,33 @@ def _proposal(steps: Sequence[_Step]) -> Proposal | None:
 def _stalled(st: _Run, steps: Sequence[_Step], proposal: Proposal) -> bool:
     """Nothing new kept, and the evaluator proposes a query already tried: no rewrite will help."""
     return not any(s.kept for s in steps) and repeats(proposal.query, st.question, st.tried)
+
+
+def _take_turns(
+    hits: Sequence[Hit], judged: Mapping[str, Verdict], cap: int, *, fused: bool
+) -> set[str]:
+    """Ids of up to ``cap`` unjudged hits, the queries taking turns by their own ranks.
+
+    With one query these are its first unjudged hits. With the question and a rewrite, the
+    question's next-best unjudged hit and the rewrite's take slots in turn (the question first),
+    so that the rewrite's hits never push out the documents a single search of the question
+    would judge next: a rewrite can add to what the question finds, not take its place.
+    """
+    lanes: dict[str, list[tuple[int, str]]] = {}
+    for hit in hits:
+        if hit.document.id not in judged:
+            # a fused hit's legs are the queries that found it; one query's hits are one lane
+            for leg in hit.legs if fused else (LegScore("question", hit.rank, hit.score),):
+                lanes.setdefault(leg.leg, []).append((leg.rank, hit.document.id))
+    queues = [sorted(lanes[name]) for name in sorted(lanes, key=lambda n: (n != "question", n))]
+    picked: dict[str, None] = {}
+    while len(picked) < cap and any(queues):
+        for queue in queues:
+            while queue and queue[0][1] in picked:
+                queue.pop(0)
+            if queue and len(picked) < cap:
+                picked[queue.pop(0)[1]] = None
+    return set(picked)
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

@@ -3,8 +3,9 @@
 Kept documents count toward the policy's ``min_relevant`` only when kept on a confident verdict
 (``FilterPolicy.stop_confidence``): a weak judge's unsure keeps stay kept, but the loop goes on
 searching instead of stopping on its false positives. Nor is it enough while every kept
-document's verdict reports the same question term missing: that part of the question is still
-unanswered (a comparison whose second side no kept page covers).
+document's verdict lists the same item in :attr:`~corrective_rag.types.Verdict.missing`: that
+part of the question is still unanswered (a comparison whose second side no kept document
+covers). The items are compared as the evaluator wrote them (case aside); nothing is parsed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from corrective_rag.evaluate.policy import FilterPolicy
-from corrective_rag.text import content_terms
 from corrective_rag.types import Verdict
 
 __all__ = ["enough_relevant"]
@@ -27,11 +27,11 @@ def enough_relevant(kept: Collection[Verdict], policy: FilterPolicy) -> str | No
 
 
 def _still_missing(kept: Collection[Verdict]) -> frozenset[str]:
-    """Content terms every verdict reports missing (empty if one reports none)."""
+    """The ``missing`` items every kept verdict lists (empty if one lists none)."""
     found: frozenset[str] | None = None
     for verdict in kept:
-        terms = frozenset(content_terms(verdict.missing or ""))
-        found = terms if found is None else found & terms
+        items = frozenset(item.casefold() for item in verdict.missing)
+        found = items if found is None else found & items
         if not found:
             return frozenset()
     return found or frozenset()

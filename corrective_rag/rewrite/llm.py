@@ -65,7 +65,7 @@ class LLMRewriter:
                 "id": j.document.id,
                 "relevant": j.verdict.relevant,
                 "reasoning": j.verdict.reasoning,
-                "missing": j.verdict.missing,
+                "missing": ", ".join(j.verdict.missing) or None,
                 "excerpt": j.document.text[: self.excerpt_chars] if j.verdict.relevant else "",
             }
             for j in graded[: self.max_feedback]

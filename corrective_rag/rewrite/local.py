@@ -12,6 +12,7 @@ rewriter.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,16 @@ _PHRASE_BONUS = 1.5
 # How much a candidate loses for appearing in every rejected document (linearly less for fewer).
 _REJECTED_PENALTY = 0.5
 _MAX_NAMES = 2  # the question's own still-unfound names carried into the query
+# A name rarely has more content words than this ("Chief of Protocol of the United States"
+# has four); a longer capitalised run or title is a heading, which a person would not type.
+_MAX_PHRASE_TERMS = 4
+# Month and weekday names (and their short forms) as the tokenizer writes them: a date in a
+# document is rarely what a question is about.
+_CALENDAR = re.compile(
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
+    r"|january|february|march|april|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +134,20 @@ class LocalRewriter:
 
 def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
     """Names in the question that no relevant document has as its title (not found yet)."""
-    titles = [
-        content_terms(str(j.document.metadata.get("title", "")) or j.document.id) for j in relevant
-    ]
+    # a document without a title is about no name: its id or path is never read as words
+    titles = [content_terms(_title(j)) for j in relevant]
     return [
         name
         for name in name_phrases(question)
         # one word ("Soviet", "American") is rarely a name worth a search of its own
         if len(terms := content_terms(name)) > 1 and not any(terms <= title for title in titles)
     ]
+
+
+def _title(item: Judged) -> str:
+    """The document's title, ``""`` when it has none (an id is not a title)."""
+    title = item.document.metadata.get("title")
+    return title if isinstance(title, str) else ""
 
 
 def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged]) -> list[str]:
@@ -185,7 +201,8 @@ def _unmatched(
     still = coverage(weights, covered).missing
     flagged: set[str] = set()
     for item in pool:  # an evaluator may name what is missing in its own words
-        flagged.update(content_terms(item.verdict.missing or ""))
+        for missing in item.verdict.missing:
+            flagged.update(content_terms(missing))
     extra = [t for t in sorted(weights, key=lambda t: -weights[t]) if t in flagged]
     return tuple(dict.fromkeys([*still, *extra]))
 
@@ -203,8 +220,8 @@ def _candidates(
     found: dict[frozenset[str], _Candidate] = {}
 
     def offer(text: str, terms: frozenset[str], weight: float, source: str) -> None:
-        if not terms or terms <= question_terms:
-            return
+        if not terms or terms <= question_terms or len(terms) > _MAX_PHRASE_TERMS:
+            return  # a whole paper title or heading is not a search phrase; a name is
         if any(terms <= tried for tried in tried_terms):
             return  # already searched for: proposing it again cannot find anything new
         specificity = sum(max(idf(t), 0.0) for t in terms) / len(terms)
@@ -217,22 +234,29 @@ def _candidates(
     for item in relevant:
         document = item.document
         strength = item.verdict.score if item.verdict.score is not None else 1.0
-        title = str(document.metadata.get("title", "")).split(" (")[0]
+        title = _title(item).split(" (")[0]
         own = content_terms(title)
         if own:
             offer(title, own, strength, document.id)
         for sentence in split_sentences(document.text):
             terms = tokenize(sentence)
+            share = coverage(question_weights, terms).share
+            if share == 0.0:
+                # a sentence sharing no word with the question (a credit line, a copyright
+                # notice, a changelog date) is not what the question is about
+                continue
             # Names beside the question's own words are the likeliest bridge to the next hop;
             # the document's own name (or a longer form of it) finds only the document itself.
-            near = 1.0 + coverage(question_weights, terms).share
+            near = 1.0 + share
             for phrase in name_phrases(sentence):
                 phrase_terms = content_terms(phrase)
+                if not _typed(phrase_terms, question_terms):
+                    continue
                 if not (own and (own <= phrase_terms or phrase_terms <= own)):
                     bonus = _PHRASE_BONUS if len(phrase_terms) > 1 else 1.0
                     offer(phrase, phrase_terms, strength * near * bonus, document.id)
             for term in sorted(set(terms) - question_terms):  # sorted: same sums every run
-                if not term.isdigit():
+                if _typed(frozenset([term]), question_terms):
                     offer(term, frozenset([term]), strength * near / len(terms), document.id)
     ranked = sorted(found.values(), key=lambda c: (-c.score, c.text))
     chosen: list[_Candidate] = []
@@ -240,6 +264,17 @@ def _candidates(
         if not any(cand.terms <= c.terms or c.terms <= cand.terms for c in chosen):
             chosen.append(cand)
     return chosen
+
+
+def _typed(terms: frozenset[str], question_terms: set[str]) -> bool:
+    """Whether a person would type ``terms`` into a search for the question.
+
+    Numbers, years, dates and single letters (a command-line flag's "n") are left out unless
+    the question holds them: a document's dates and version numbers say when it was written,
+    not what the question is about.
+    """
+    odd = [t for t in terms if len(t) < 2 or any(c.isdigit() for c in t) or _CALENDAR.fullmatch(t)]
+    return all(t in question_terms for t in odd)
 
 
 def _rationale(

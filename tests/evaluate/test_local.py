@@ -14,6 +14,7 @@ from corrective_rag.evaluate.local import (
     LocalEvaluator,
     LocalFeatures,
     LocalWeights,
+    verdict_score,
 )
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.text.lexical import (
@@ -26,7 +27,7 @@ from corrective_rag.text.lexical import (
     term_weights,
     title_phrase,
 )
-from corrective_rag.types import Document, Relevance
+from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Document, Relevance
 
 QUESTION = "Which volcano erupted in 1980 in Washington state?"
 
@@ -86,13 +87,18 @@ def test_confidence_grows_with_distance_from_threshold(evaluator):
         assert off.confidence > mixed.confidence
 
 
-def test_general_policy_keeps_what_the_judge_calls_relevant_when_sure(evaluator):
-    """The general preset keeps a relevant verdict whose confidence is at least 0.3, no other."""
+def test_score_puts_relevant_verdicts_where_the_scale_says_relevant(evaluator):
+    """Relevant verdicts score from HIGH_FROM, rejected ones below RELEVANT_FROM; general keeps
+    the relevant ones the judge is at least 0.3 sure of."""
     general = get_policy("general")
     for verdict in evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, LONG_MIXED]).verdicts:
+        assert verdict.relevant == (verdict.score >= HIGH_FROM)
+        assert verdict.relevant == (verdict.score >= RELEVANT_FROM)
         expected = verdict.relevant and verdict.confidence >= general.high_confidence
         assert expected == (Decision.KEEP is decide(verdict, general))
-        assert verdict.relevant == (verdict.score >= general.high_score)
+    threshold = DEFAULT_WEIGHTS.threshold
+    assert HIGH_FROM == pytest.approx(verdict_score(threshold, threshold))
+    assert verdict_score(0.2, 0.4) < verdict_score(0.3, 0.4) < verdict_score(0.9, 0.4)
 
 
 def test_best_sentence_rescues_a_long_mixed_document(evaluator):
@@ -108,7 +114,7 @@ def test_reasoning_names_matched_terms_and_missing_lists_uncovered(evaluator):
     for term in ("volcano", "1980", "washington"):
         assert term in verdict.reasoning
     assert "best sentence" in verdict.reasoning
-    assert "erupted" == verdict.missing
+    assert ("erupted",) == verdict.missing
 
 
 def test_idf_weights_the_coverage(embedder):
@@ -145,24 +151,42 @@ def test_linked_paragraph_gets_credit_from_the_paragraph_naming_it(embedder):
     assert "named in an on-topic document" in together.reasoning
 
 
-def test_link_reaches_documents_judged_earlier_for_the_same_question(embedder):
-    """The paragraph naming the bridge counts when it was judged in an earlier call."""
+def test_link_reaches_documents_passed_as_judged_before(embedder):
+    """The paragraph naming the bridge counts when passed as judged before, and only then."""
     evaluator = LocalEvaluator(embedder)
-    evaluator.evaluate(KISS_QUESTION, [FIRST_HOP])
-    later = evaluator.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0]
-    other_question = evaluator.evaluate(KISS_QUESTION + " Answer briefly.", [BRIDGE]).verdicts[0]
+    (later,) = evaluator.evaluate_in_context(KISS_QUESTION, [BRIDGE], [FIRST_HOP]).verdicts
+    (alone,) = evaluator.evaluate(KISS_QUESTION, [BRIDGE]).verdicts
     unlinked = LocalEvaluator(embedder, link_titles=False)
-    unlinked.evaluate(KISS_QUESTION, [FIRST_HOP])
-    assert later.score > unlinked.evaluate(KISS_QUESTION, [BRIDGE]).verdicts[0].score
-    assert "named in an on-topic document" not in other_question.reasoning
+    (plain,) = unlinked.evaluate_in_context(KISS_QUESTION, [BRIDGE], [FIRST_HOP]).verdicts
+    assert later.score > plain.score
+    assert "named in an on-topic document" in later.reasoning
+    assert "named in an on-topic document" not in alone.reasoning
+
+
+def test_verdicts_do_not_depend_on_earlier_calls(embedder):
+    """The same call gives the same verdicts whatever the evaluator judged before it."""
+    evaluator = LocalEvaluator(embedder)
+    first = evaluator.evaluate(KISS_QUESTION, [BRIDGE])
+    evaluator.evaluate(KISS_QUESTION, [FIRST_HOP, ON_TOPIC])
+    evaluator.evaluate_in_context(KISS_QUESTION, [OFF_TOPIC], [FIRST_HOP])
+    assert first == evaluator.evaluate(KISS_QUESTION, [BRIDGE])
+
+
+def test_untitled_documents_get_no_link_features(embedder):
+    """Documents without titles are judged the same with links on, off or detected."""
+    docs = [LONG_MIXED, Document("notes/a.md#0", ON_TOPIC.text)]
+    verdicts = {
+        setting: LocalEvaluator(embedder, link_titles=setting).evaluate(QUESTION, docs)
+        for setting in (None, True, False)
+    }
+    assert verdicts[None] == verdicts[True] == verdicts[False]
 
 
 def test_gaps_compare_with_the_documents_judged_for_the_question(embedder):
-    """Judged alone a document's gaps are zero; after a better one was judged they are negative."""
-    (alone,) = LocalEvaluator(embedder).features(QUESTION, [OFF_TOPIC])
+    """Judged alone a document's gaps are zero; beside a better judged one they are negative."""
     evaluator = LocalEvaluator(embedder)
-    evaluator.features(QUESTION, [ON_TOPIC])
-    (after,) = evaluator.features(QUESTION, [OFF_TOPIC])
+    (alone,) = evaluator.features(QUESTION, [OFF_TOPIC])
+    (after,) = evaluator.features(QUESTION, [OFF_TOPIC], [ON_TOPIC])
     assert (0.0, 0.0, 0.0) == (alone.dense_gap, alone.sentence_gap, alone.coverage_gap)
     assert after.dense_gap < 0 and after.coverage_gap < 0
 
@@ -201,7 +225,7 @@ def test_constructor_validates():
     with pytest.raises(ConfigError):
         LocalEvaluator(max_sentences=0)
     with pytest.raises(ConfigError):
-        LocalEvaluator(memory=-1)
+        LocalEvaluator(link_titles="yes")
 
 
 def test_lexical_helpers():
@@ -293,8 +317,7 @@ ABEL = Document(
 def test_bridge_features_prefer_the_paragraph_holding_the_rest_of_the_question(embedder):
     """Two paragraphs named by the same on-topic one: the one covering what it lacks wins."""
     evaluator = LocalEvaluator(embedder)
-    evaluator.evaluate(BORN_QUESTION, [NAMER])
-    temple, abel = evaluator.features(BORN_QUESTION, [TEMPLE, ABEL])
+    temple, abel = evaluator.features(BORN_QUESTION, [TEMPLE, ABEL], [NAMER])
     assert temple.linked > 0 and temple.linked == abel.linked
     assert temple.bridge_complement > abel.bridge_complement
     assert temple.bridge_sentence > 0 and abel.bridge_sentence > 0
@@ -307,10 +330,9 @@ def test_bridge_depth_grows_as_the_own_evidence_falls_and_needs_a_link(embedder)
     evaluator = LocalEvaluator(embedder)
     namer, off_topic = evaluator.features(BORN_QUESTION, [NAMER, OFF_TOPIC])
     assert 0.0 == namer.bridge_depth == off_topic.bridge_depth
-    (temple,) = evaluator.features(BORN_QUESTION, [TEMPLE])
+    (temple,) = evaluator.features(BORN_QUESTION, [TEMPLE], [NAMER, OFF_TOPIC])
     own = LocalEvaluator(embedder, link_titles=False)
-    own.features(BORN_QUESTION, [NAMER, OFF_TOPIC])
-    (direct,) = own.features(BORN_QUESTION, [TEMPLE])
+    (direct,) = own.features(BORN_QUESTION, [TEMPLE], [NAMER, OFF_TOPIC])
     p = DEFAULT_WEIGHTS.score(direct)
     expected = temple.linked * max(0.0, -math.log(p / (1.0 - p)))
     assert temple.bridge_depth == pytest.approx(expected)

@@ -182,3 +182,35 @@ def test_searches_a_two_word_name_no_relevant_document_mentions_alone():
     assert rewrite.query is not None
     assert rewrite.query.startswith("Arthur Lubin")
     assert not {"stalin", "prize", "soviet"} & content_terms(rewrite.query)
+
+
+def test_leaves_out_dates_credit_lines_and_paths():
+    """Years, dates, a sentence sharing no question word and an untitled id are never proposed."""
+    timing = Document(
+        "notes/timeit.md#0",
+        "Measure the execution time of small code snippets with a repeatable timer. "
+        "Pass -n to set how many times the timer runs the snippet code. "
+        "Changed in version 3.7 on Oct 18 2007 in release 2.5. "
+        "Thanks to Tim Peters, whose Python Cookbook chapter started it.",
+    )
+    question = "How do I measure the execution time of a small code snippet?"
+    judged = (Judged(timing, verdict(timing.id, True)),)
+    rewrite = LocalRewriter(max_new_terms=5).rewrite(RewriteRequest(question, (question,), judged))
+    assert rewrite.query is not None
+    words = content_terms(rewrite.query)
+    assert not {"oct", "2007", "3", "7", "2", "5", "n", "tim", "peter", "cookbook"} & words
+    assert not {"note", "timeit", "md"} & words
+
+
+def test_a_long_title_is_not_a_search_phrase():
+    """A relevant document's sentence-long title is not pasted into the rewrite."""
+    paper = Document(
+        "c1",
+        "Similarity laws for heated wings are derived. Scale models obey the laws of heating.",
+        {"title": "similarity laws for aerothermoelastic testing of heated high speed wings"},
+    )
+    question = "What similarity laws must be obeyed when constructing heated aircraft models?"
+    judged = (Judged(paper, verdict(paper.id, True)),)
+    rewrite = LocalRewriter(max_new_terms=5).rewrite(RewriteRequest(question, (question,), judged))
+    assert rewrite.query is not None
+    assert "aerothermoelastic testing" not in rewrite.query

@@ -1,0 +1,94 @@
+"""How long the local judge takes: ``LocalEvaluator.evaluate`` on 5 documents of about 200 words.
+
+The model is loaded and warmed first; every repetition then judges 5 documents it has never seen
+(cut from the standard library's docstrings, so nothing is cached), with one torch thread and
+with torch's default threads. Prints p50 and p90 in milliseconds and writes them as JSON.
+
+    python benchmarks/judge_speed.py --json judge_speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from corrective_rag.cli.demo import stdlib_documents
+from corrective_rag.evaluate.local import LocalEvaluator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.types import Document
+
+WORDS = 200
+BATCH = 5
+QUESTIONS = (
+    "How do I run a shell command and capture its output?",
+    "How do I compare two sequences of lines and show their differences?",
+    "How do I measure the execution time of a small code snippet?",
+)
+
+
+def documents(count: int) -> list[Document]:
+    """``count`` documents of about ``WORDS`` words, cut from the stdlib docstring chunks."""
+    words = " ".join(d.text for d in stdlib_documents()).split()
+    size = len(words) // WORDS
+    if size < count:
+        raise SystemExit(f"only {size} documents of {WORDS} words available, {count} wanted")
+    return [Document(f"d{i}", " ".join(words[i * WORDS : (i + 1) * WORDS])) for i in range(count)]
+
+
+def measure(evaluator: LocalEvaluator, docs: list[Document]) -> list[float]:
+    """Milliseconds per ``evaluate`` call, each on the next 5 unseen documents."""
+    times = []
+    for n in range(len(docs) // BATCH):
+        batch = docs[n * BATCH : (n + 1) * BATCH]
+        question = QUESTIONS[n % len(QUESTIONS)]
+        started = time.perf_counter()
+        evaluator.evaluate(question, batch)
+        times.append((time.perf_counter() - started) * 1000.0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20, help="calls per thread setting")
+    parser.add_argument("--json", default=None, help="write the figures here")
+    args = parser.parse_args(argv)
+    default_threads = torch.get_num_threads()
+    docs = documents(BATCH * (2 * args.repeats + 1))
+    # no embedding cache: every call embeds its texts, as a user's first look at them would
+    evaluator = LocalEvaluator(SentenceTransformerEmbedder(cache_size=0))
+    evaluator.evaluate(QUESTIONS[0], docs[:BATCH])  # load and warm the model
+    report: dict = {"documents_per_call": BATCH, "words_per_document": WORDS, "settings": {}}
+    settings = (("one_thread", 1), ("default_threads", default_threads))
+    for index, (label, threads) in enumerate(settings):
+        torch.set_num_threads(threads)
+        start = BATCH * (1 + index * args.repeats)
+        times = measure(evaluator, docs[start : start + BATCH * args.repeats])
+        figures = {
+            "torch_threads": threads,
+            "calls": len(times),
+            "p50_ms": float(np.percentile(times, 50)),
+            "p90_ms": float(np.percentile(times, 90)),
+        }
+        report["settings"][label] = figures
+        print(
+            f"{label:16s} threads {threads}  p50 {figures['p50_ms']:.0f} ms  "
+            f"p90 {figures['p90_ms']:.0f} ms  ({len(times)} calls)"
+        )
+    torch.set_num_threads(default_threads)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
