@@ -72,3 +72,12 @@ def test_from_dict_names_the_bad_path():
     data["history"][0]["action"] = "maybe"
     with pytest.raises(InputError, match=r"history\[0\]\.action"):
         from_dict(RunResult, data)
+
+
+def test_a_verdict_from_an_older_results_file_with_free_text_missing_still_reads():
+    """Older files wrote a verdict's missing as free text or null; both read as a tuple of terms."""
+    from corrective_rag.types import Verdict
+
+    data = to_dict(Verdict.ungraded("d", "x"))
+    assert ("year", "director") == from_dict(Verdict, {**data, "missing": "year, director"}).missing
+    assert () == from_dict(Verdict, {**data, "missing": None}).missing

@@ -158,7 +158,10 @@ class SentenceTransformerEmbedder:
     Args:
         model: a model name or path; ``None`` or ``"all-MiniLM-L6-v2"`` uses the offline copy.
         device: torch device, ``"cpu"`` by default.
-        batch_size: texts per forward pass.
+        batch_size: texts per forward pass. Small by default: a batch is padded to its longest
+            text, and on a CPU the padding costs more than batching saves (judging 5 documents
+            of ~200 words: p50 0.98 s at 8 against 3.05 s at 64; embedding 600 docstring chunks:
+            16.6 s against 22.0 s; one torch thread, all-MiniLM-L6-v2).
         cache_size: how many text embeddings to keep in memory (LRU), so that the same text is
             never embedded twice within a process; 0 disables the cache.
     """
@@ -168,7 +171,7 @@ class SentenceTransformerEmbedder:
         model: str | None = None,
         *,
         device: str = "cpu",
-        batch_size: int = 64,
+        batch_size: int = 8,
         cache_size: int = 200_000,
     ) -> None:
         if model is not None and (not isinstance(model, str) or not model.strip()):

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_int, is_number
+from corrective_rag.types import Verdict, missing_items
 
 __all__ = ["from_dict", "to_dict"]
 
@@ -106,9 +107,17 @@ def from_dict(cls: type[T], data: Any, *, where: str = "") -> T:
         raise InputError(f"{where}: expected an object, got {type(data).__name__}")
     hints = _hints(cast(Any, cls))
     kwargs: dict[str, Any] = {}
+    data = _upgrade(cls, data)
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in data:
             kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise InputError(f"{where}: missing field {f.name!r}")
     return cls(**kwargs)
+
+
+def _upgrade(cls: Any, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Older results files: a verdict's ``missing`` was free text (or null), now a list of terms."""
+    if cls is Verdict and isinstance(data.get("missing"), str | None):
+        return {**data, "missing": list(missing_items(data.get("missing")))}
+    return data
