@@ -36,8 +36,8 @@ from corrective_rag.evaluate.normalise import normalise_verdict
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
+from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.models.tokens import TiktokenCounter
-from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Document, Evaluation, Proposal, Usage, Verdict
 

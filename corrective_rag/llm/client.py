@@ -45,8 +45,8 @@ from corrective_rag.errors import (
     LLMTransportError,
 )
 from corrective_rag.llm import scope
+from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
-from corrective_rag.parallel import parallel_map
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import ChatReply, Usage

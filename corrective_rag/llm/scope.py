@@ -1,7 +1,7 @@
 """Deadlines and cancellation for LLM calls, carried by the calling context.
 
 A run, a batch or a command opens a :func:`call_scope`; every LLM call made inside it (in this
-thread, or in threads started through :func:`corrective_rag.parallel.parallel_map`, which copies
+thread, or in threads started through :func:`corrective_rag.llm.parallel.parallel_map`, which copies
 the context) ends by the scope's deadline and stops as soon as the scope is cancelled::
 
     with call_scope(seconds=30, cancel=stop_event) as own:
