@@ -70,9 +70,7 @@ def _tried(user: str) -> list[str]:
 
 def qrels_reply(collection: Collection) -> Any:
     """A ``ScriptedLLMServer`` reply function judging ``collection``'s questions from its qrels."""
-    truth = {
-        text: collection.relevant(qid) for qid, text in collection.queries.items()
-    }
+    truth = {text: collection.relevant(qid) for qid, text in collection.queries.items()}
 
     def reply(request: Mapping[str, Any]) -> str:
         messages = request.get("messages") or []

@@ -291,3 +291,19 @@ def test_killed_batch_resumes_with_no_loss_and_no_duplicates(tmp_path, sig):
     after = [rec.id for rec in latest_records(read_results(out))]
     assert sorted(ids) == sorted(after)
     assert (400, GATE) == (summary.ok, summary.skipped)
+
+
+def test_out_pointing_at_a_file_that_is_not_a_results_file_is_refused_unchanged(tmp_path):
+    """A notes file or a queries file without a final newline given as --out is never cut."""
+    queries = tmp_path / "q.jsonl"
+    _write_queries(queries, 1)
+    for name, content in (
+        ("notes.txt", b"my precious notes\nlast line without newline"),
+        ("other.jsonl", b'{"id": "x", "query": "no newline at end"}'),
+        ("db.sqlite3", b"SQLite format 3\x00\x10\x00\x01\x01"),
+    ):
+        out = tmp_path / name
+        out.write_bytes(content)
+        with pytest.raises(InputError, match="not a results file"):
+            run_batch(queries, lambda q: slow_run(q, 0.0), out_path=out, progress=False)
+        assert content == out.read_bytes()

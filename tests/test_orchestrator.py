@@ -144,6 +144,23 @@ def test_rejected_rewrite_with_no_unjudged_hits_left_stops_with_rewrite_failed()
     assert QUESTION == result.final_query
 
 
+def test_a_rewriter_whose_model_does_not_answer_ends_the_run_at_once() -> None:
+    """A rewriter LLM error (deadline, HTTP error) ends the run: no second wait on a dead model."""
+
+    def down(_request: object) -> None:
+        raise LLMTransportError("deadline of 60 s passed")
+
+    retriever = ListRetriever(CORPUS)
+    evaluator = ScriptedEvaluator({})
+    rewriter = ScriptedRewriter(down)  # type: ignore[arg-type]
+    orch = CorrectiveRAGOrchestrator(retriever, evaluator, rewriter, top_k=2)
+    result = orch.run(QUESTION)
+    assert StopReason.REWRITE_FAILED == result.stop_reason
+    assert 1 == result.iterations
+    assert "deadline of 60 s passed" in result.stop_detail
+    assert 1 == len(rewriter.requests)
+
+
 def test_call_budget_is_honoured_to_the_call() -> None:
     """A budget of 3 calls sends exactly 3 one-document calls, then stops with the limit named."""
     orch, _, evaluator, _ = make(top_k=5, budget=Budget(max_llm_calls=3))

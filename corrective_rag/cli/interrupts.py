@@ -5,6 +5,8 @@ Ctrl-C sets :attr:`Interrupts.event` (which LLM calls in a call scope and ``run_
 and, unless the command asked to be told only through the event, raises ``KeyboardInterrupt``
 in the main thread. A second Ctrl-C ends the process at once with exit code 130, whatever it
 was doing: every results line already written is whole (one ``write`` per line, fsync'd).
+SIGTERM (``kill``, ``timeout``, a job scheduler) is handled the same way, so a stopped batch
+writes its running queries as ``interrupted`` lines instead of vanishing mid-write.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Interrupts:
         self._prog = prog
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        """The SIGINT handler."""
+        """The SIGINT (and SIGTERM) handler."""
         if self.event.is_set():
             sys.stderr.write(f"{self._prog}: interrupted again: exiting now\n")
             sys.stderr.flush()
@@ -54,13 +56,14 @@ class Interrupts:
 
 @contextlib.contextmanager
 def handle_interrupts(prog: str) -> Iterator[Interrupts]:
-    """Install the SIGINT handler for the block (only in the main thread; else a no-op one)."""
+    """Install the SIGINT and SIGTERM handler for the block (main thread only; else a no-op)."""
     interrupts = Interrupts(prog)
     if threading.current_thread() is not threading.main_thread():
         yield interrupts
         return
-    previous = signal.signal(signal.SIGINT, interrupts)
+    previous = {sig: signal.signal(sig, interrupts) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield interrupts
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

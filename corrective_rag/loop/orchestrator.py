@@ -91,6 +91,7 @@ class _Run:
     usage: PhaseUsage = field(default_factory=PhaseUsage)
     retrieved_sets: list[frozenset[str]] = field(default_factory=list)
     rejected: str | None = None  # why the last rewrite was rejected (next hits searched instead)
+    llm_down: bool = False  # the rewriter's model failed to answer (not a rejected rewrite)
 
     def document_cap(self, per_call: int | None) -> int | None:
         """Documents the evaluator may still be sent under the call budget (``None``: any)."""
@@ -364,7 +365,11 @@ class CorrectiveRAGOrchestrator:
         else:
             rewrite = self._rewrite(st, proposal)
             st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
-            if rewrite.query is None:
+            if rewrite.query is None and st.llm_down:
+                # the model did not answer (deadline, HTTP error): another iteration would only
+                # wait on it again, so the run ends here with what it has
+                ended = (StopReason.REWRITE_FAILED, rewrite.rejected or "rewriter failed")
+            elif rewrite.query is None:
                 # a rejected rewrite does not end the run: the next iteration judges the
                 # question's next-best unjudged hits (rewrite_failed when there are none)
                 rewrite = replace(rewrite, source=RewriteSource.NEXT_HITS)
@@ -461,7 +466,10 @@ class CorrectiveRAGOrchestrator:
         request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs), proposal)
         try:
             rewrite = self.rewriter.rewrite(request)
-        except (LLMError, VerdictParseError) as exc:  # a strict rewriter's unreadable reply too
+        except LLMError as exc:
+            st.llm_down = True
+            return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
+        except VerdictParseError as exc:  # a strict rewriter's unreadable reply: a rejection
             return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
         if rewrite.query is not None and (
             not isinstance(rewrite.query, str) or not rewrite.query.strip()

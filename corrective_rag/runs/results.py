@@ -15,6 +15,7 @@ several lines for one id (an error, then the ok line of a rerun): the last line 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -126,11 +127,44 @@ def repair_torn_tail(path: str | os.PathLike[str]) -> int:
         keep = last_newline + 1
         if keep == size:
             return 0
+        fh.seek(keep)
+        tail = fh.read(size - keep)
+        fh.seek(0)
+        first = fh.readline() if keep else b""
+        _check_torn(p, first, tail)
         fh.truncate(keep)
         fh.flush()
         os.fsync(fh.fileno())
     log.warning("results_torn_line_removed", path=str(p), bytes=size - keep)
     return size - keep
+
+
+def _is_results_line(data: bytes) -> bool:
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and "id" in obj and obj.get("status") in (STATUS_OK, STATUS_ERROR)
+
+
+def _check_torn(path: Path, first: bytes, tail: bytes) -> None:
+    """Refuse to cut anything off a file that is not a results file with a torn last line.
+
+    Only a line this package's writer started and never finished is cut: it begins as every
+    results line does and is not whole JSON; the file's first line must be a results line.
+    """
+    try:
+        json.loads(tail)
+        whole = True  # whole JSON with no newline: not a line our writer tore
+    except ValueError:
+        whole = False
+    start = b'{"id": '  # how every line the batch writer writes begins
+    torn = tail[: len(start)] == start[: len(tail)] and not whole
+    if not torn or (first and not _is_results_line(first)):
+        raise InputError(
+            f"{path} is not a results file (its last line is not an unfinished results line): "
+            "refusing to change it; give --out a new file or an earlier results file"
+        )
 
 
 def _decode(obj: Any, lineno: int, where: str) -> ResultRecord:

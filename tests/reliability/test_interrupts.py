@@ -97,12 +97,13 @@ def test_ctrl_c_of_run_cancels_a_stalled_llm_call_and_exits_130(store_dir):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_of_batch_writes_running_queries_as_interrupted_and_resume_completes(
-    tmp_path, store_dir
+    tmp_path, store_dir, sig
 ):
-    """SIGINT while two queries' LLM calls are held: exit 130, the finished queries have ok
-    lines, each running one an 'interrupted' error line, none of the rest; the same command
-    then completes every id."""
+    """SIGINT (or SIGTERM) while two queries' LLM calls are held: exit 130, the finished
+    queries have ok lines, each running one an 'interrupted' error line, none of the rest; the
+    same command then completes every id."""
     queries = tmp_path / "q.jsonl"
     ids = [f"q{i}" for i in range(6)]
     with queries.open("w") as fh:
@@ -119,7 +120,7 @@ def test_ctrl_c_of_batch_writes_running_queries_as_interrupted_and_resume_comple
         proc = subprocess.Popen(command, env=ENV, stderr=subprocess.PIPE, text=True)
         assert holder.enough.wait(timeout=300), "the held queries never started"
         _wait_until(lambda: out.exists() and out.read_bytes().count(b"\n") >= 2, proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=300)
     assert 130 == proc.returncode, stderr
     lines = read_results(out)
