@@ -22,6 +22,7 @@ from corrective_rag.types import (
     Evaluation,
     FallbackMode,
     Relevance,
+    Rewrite,
     RewriteSource,
     RunResult,
     StopReason,
@@ -264,6 +265,26 @@ def test_failing_evaluator_gives_ungraded_verdicts() -> None:
     record = orch.run(QUESTION).history[0]
     assert ("p0", "p1") == record.ungraded_ids
     assert CragAction.AMBIGUOUS == record.action
+
+
+def test_an_iteration_whose_every_llm_call_failed_ends_the_run() -> None:
+    """Grading failed and the rewriter's call failed too (a hung or refusing server): the run
+    ends after that iteration instead of waiting on the same server again."""
+
+    class Down:
+        documents_per_call = 1
+
+        def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
+            raise LLMTransportError("no complete answer within 60 s")
+
+    failed = Rewrite(
+        None, rejected="llm error: timed out", usage=Usage(llm_calls=1, failed_calls=1)
+    )
+    rewriter = ScriptedRewriter([failed, failed])
+    orch = CorrectiveRAGOrchestrator(ListRetriever(CORPUS), Down(), rewriter, top_k=2)
+    result = orch.run(QUESTION)
+    assert (StopReason.REWRITE_FAILED, 1) == (result.stop_reason, result.iterations)
+    assert 1 == len(rewriter.requests)
 
 
 def test_injected_instruction_does_not_change_other_verdicts() -> None:

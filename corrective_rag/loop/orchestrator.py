@@ -365,7 +365,10 @@ class CorrectiveRAGOrchestrator:
         else:
             rewrite = self._rewrite(st, proposal)
             st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
-            if rewrite.query is None and st.llm_down:
+            dead = grading.failed_calls > 0 and not any(
+                v.graded for s in steps for v in s.verdicts
+            )  # every grading call of this iteration failed
+            if rewrite.query is None and (st.llm_down or (dead and rewrite.usage.failed_calls)):
                 # the model did not answer (deadline, HTTP error): another iteration would only
                 # wait on it again, so the run ends here with what it has
                 ended = (StopReason.REWRITE_FAILED, rewrite.rejected or "rewriter failed")
