@@ -64,6 +64,15 @@ def _entry(level: int, wall: float, n_queries: int, summary: Any) -> dict:
     }
 
 
+def _timed(queries: list, run_one: Any, out: Path, level: int) -> tuple[float, Any]:
+    """Wall seconds and summary of one batch over ``queries`` at concurrency ``level``."""
+    from corrective_rag.runs.batch import run_batch
+
+    start = time.perf_counter()
+    summary = run_batch(queries, run_one, out_path=out, concurrency=level, progress=False)
+    return time.perf_counter() - start, summary
+
+
 def _add_scaling(by_level: dict, levels: tuple[int, ...]) -> None:
     base = by_level[str(levels[0])]["throughput_qps"] / levels[0]
     for entry in by_level.values():
@@ -79,7 +88,6 @@ def run_local(n_queries: int, levels: tuple[int, ...], seed: int) -> dict:
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.models.embeddings import SentenceTransformerEmbedder
     from corrective_rag.rewrite.local import LocalRewriter
-    from corrective_rag.runs.batch import run_batch
     from corrective_rag.store.hybrid import HybridStore
 
     queries = _queries(n_queries, seed)
@@ -98,15 +106,7 @@ def run_local(n_queries: int, levels: tuple[int, ...], seed: int) -> dict:
                 max_iterations=3,
                 top_k=5,
             )
-            start = time.perf_counter()
-            summary = run_batch(
-                queries,
-                orch.run,
-                out_path=Path(tmp) / f"c{level}.jsonl",
-                concurrency=level,
-                progress=False,
-            )
-            wall = time.perf_counter() - start
+            wall, summary = _timed(queries, orch.run, Path(tmp) / f"c{level}.jsonl", level)
             by_level[str(level)] = _entry(level, wall, n_queries, summary)
             print(json.dumps(by_level[str(level)]))
     _add_scaling(by_level, levels)
@@ -237,7 +237,6 @@ def run(
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
-    from corrective_rag.runs.batch import run_batch
     from corrective_rag.testing.fakes import ListRetriever
     from corrective_rag.testing.server import ScriptedLLMServer
 
@@ -259,15 +258,7 @@ def run(
                 min_relevant=3,
             )
             before = server.request_count
-            start = time.perf_counter()
-            summary = run_batch(
-                queries,
-                orch.run,
-                out_path=Path(tmp) / f"c{level}.jsonl",
-                concurrency=level,
-                progress=False,
-            )
-            wall = time.perf_counter() - start
+            wall, summary = _timed(queries, orch.run, Path(tmp) / f"c{level}.jsonl", level)
             if keep:  # the results file of each level, for `corrective-rag history ...`
                 Path(keep).mkdir(parents=True, exist_ok=True)
                 shutil.copy(Path(tmp) / f"c{level}.jsonl", Path(keep) / f"c{level}.jsonl")

@@ -203,14 +203,25 @@ def _table(result: Any) -> str:
     return render_run(result)
 
 
+def _print_run(result: Any, *, as_json: bool) -> None:
+    """One run: its JSON, or its iteration table and kept documents."""
+    from corrective_rag.runs.codec import to_dict
+    from corrective_rag.runs.report import render_kept
+
+    if as_json:
+        _out_json(to_dict(result))
+        return
+    _out(_table(result))
+    _out("")
+    _out(render_kept(result))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one question and print its iteration table, kept documents and usage."""
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator
     from corrective_rag.inputs import check_query
     from corrective_rag.llm.scope import call_scope
-    from corrective_rag.runs.codec import to_dict
     from corrective_rag.runs.failures import llm_failure
-    from corrective_rag.runs.report import render_kept
 
     # A bad question fails before the store and the embedding model load. A question typed as
     # bytes that are not UTF-8 reaches Python as lone surrogates and is refused here too.
@@ -228,14 +239,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):
         result = orch.run(args.question)
     result = _redacted(result)  # before the table is laid out, so its columns stay aligned
-    if args.json:
-        _out_json(to_dict(result))
-    else:
-        _out(_table(result))
-        _out("")
-        _out(render_kept(result))
-        if result.answer is not None:
-            _out(f"\nanswer: {result.answer.text}")
+    _print_run(result, as_json=args.json)
+    if not args.json and result.answer is not None:
+        _out(f"\nanswer: {result.answer.text}")
     failure = llm_failure(result)
     if failure is not None:  # printed above for the record, but not a success
         raise LLMError(f"every LLM call of this run failed: {failure}")
@@ -370,16 +376,7 @@ def _ok_result(path: str, key: str) -> Any:
 
 def cmd_history_show(args: argparse.Namespace) -> int:
     """One run as a per-iteration table (or JSON)."""
-    from corrective_rag.runs.codec import to_dict
-    from corrective_rag.runs.report import render_kept
-
-    result = _ok_result(args.results, args.id)
-    if args.json:
-        _out_json(to_dict(result))
-    else:
-        _out(_table(result))
-        _out("")
-        _out(render_kept(result))
+    _print_run(_ok_result(args.results, args.id), as_json=args.json)
     return 0
 
 
