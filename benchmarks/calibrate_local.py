@@ -13,6 +13,8 @@ reaches a threshold fitted like the judge's.
 
 * ``--fit``: fit the weights and the threshold on all collections given (each weighs the same)
   and report them (in-sample figures).
+* ``--ceiling``: fit on each collection itself, five-fold over its queries (what the features
+  can do on a collection at best; in-sample for the collection).
 * ``--loco``: leave one collection out: fit on the others, score on it, for each (out-of-sample
   figures; the rules' k and cosine threshold are fitted the same way).
 
@@ -47,7 +49,8 @@ from corrective_rag.evaluate.local import (
     LocalEvaluator,
     LocalFeatures,
     LocalWeights,
-    judge_features,
+    keep_from,
+    pool_features,
 )
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
@@ -58,10 +61,19 @@ from corrective_rag.types import Document, Evaluation, Judged
 TOP_K = 10
 BATCH = 5  # the loop's default top_k
 L2 = 1e-3  # a touch of ridge so that the fit is unique when a feature barely varies
-THRESHOLDS = np.round(np.arange(0.10, 0.91, 0.02), 2)
+FLOORS = np.round(np.arange(0.0, 0.51, 0.02), 2)  # the least probability a kept document needs
 
 # The features that do not depend on the weights, and those that do (through the namers' scores).
-DIRECT = ("dense", "sentence", "coverage", "dense_gap", "sentence_gap", "coverage_gap", "named")
+DIRECT = (
+    "dense",
+    "sentence",
+    "coverage",
+    "dense_gap",
+    "sentence_gap",
+    "coverage_gap",
+    "named",
+    "bm25",
+)
 LINKS = ("linked", "bridge", "bridge_sentence", "bridge_complement", "bridge_top", "bridge_depth")
 
 
@@ -156,33 +168,48 @@ def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None, judged
     )
 
 
+def _calls(
+    weights: LocalWeights, data: Dataset, link_titles: bool | None
+) -> list[tuple[list[LocalFeatures], list[float]]]:
+    """Per call of every query: the call's documents' features, and the pool's probabilities.
+
+    Each call is judged among the documents judged before it for the same query (the context
+    the orchestrator passes), through the evaluator's own :func:`pool_features`.
+    """
+    found = []
+    for query in data.queries:
+        documents = [d for b in query.batches for d in b]
+        end = 0
+        for batch in query.batches:
+            start, end = end, end + len(batch)
+            # the evaluator puts the call's documents first, then the context
+            order = [*range(start, end), *range(start)]
+            pool = pool_features(
+                weights,
+                query.question_weights,
+                [documents[i] for i in order],
+                [query.direct[i] for i in order],
+                link_titles=link_titles,
+            )
+            found.append((pool[: len(batch)], [weights.score(f) for f in pool]))
+    return found
+
+
 def judged_features(
     weights: LocalWeights, data: Dataset, *, link_titles: bool | None = None
 ) -> list[LocalFeatures]:
-    """Every judged document's features as ``LocalEvaluator`` computes them in the loop's calls.
+    """Every judged document's features as ``LocalEvaluator`` computes them in the loop's calls."""
+    return [f for features, _ in _calls(weights, data, link_titles) for f in features]
 
-    Each call is compared with the documents judged before it for the same query (the context
-    the orchestrator passes), through the evaluator's own :func:`judge_features`.
-    """
-    found: list[LocalFeatures] = []
-    for query in data.queries:
-        start = 0
-        for batch in query.batches:
-            end = start + len(batch)
-            context = [d for b in query.batches for d in b][:start]
-            found.extend(
-                judge_features(
-                    weights,
-                    query.question_weights,
-                    batch,
-                    query.direct[start:end],
-                    context=context,
-                    context_direct=query.direct[:start],
-                    link_titles=link_titles,
-                )
-            )
-            start = end
-    return found
+
+def decisions(weights: LocalWeights, data: Dataset, floor: float | None = None) -> np.ndarray:
+    """Whether the judge keeps each judged document (its own cut, ``keep_from``, per call)."""
+    floor = weights.threshold if floor is None else floor
+    kept: list[bool] = []
+    for features, pool in _calls(weights, data, None):
+        cut = keep_from(pool, floor)
+        kept.extend(p >= cut for p in pool[: len(features)])
+    return np.asarray(kept, dtype=bool)
 
 
 def matrix(features: Sequence[LocalFeatures], names: Sequence[str]) -> np.ndarray:
@@ -251,12 +278,13 @@ def fit(datasets: Sequence[Dataset]) -> LocalWeights:
         weights = replace(
             weights, **{n: round(float(b), 3) for n, b in zip(LINKS, beta, strict=True)}
         )
-    scored = [(probabilities(weights, judged_features(weights, d)), d.y) for d in datasets]
-    threshold = _best(
-        [float(t) for t in THRESHOLDS],
-        lambda t: float(np.mean([agreement(p >= t, truth)["f1"] for p, truth in scored])),
+    floor = _best(
+        [float(t) for t in FLOORS],
+        lambda t: float(
+            np.mean([agreement(decisions(weights, d, t), d.y)["f1"] for d in datasets])
+        ),
     )
-    return replace(weights, threshold=threshold)
+    return replace(weights, threshold=floor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,11 +323,51 @@ def score(weights: LocalWeights, rules: Rules, data: Dataset) -> dict[str, dict[
     cosine = matrix(features, ["dense"])[:, 0]
     best_k = _best(list(range(1, TOP_K + 1)), lambda k: agreement(data.position <= k, data.y)["f1"])
     return {
-        "judge": agreement(probabilities(weights, features) >= weights.threshold, data.y),
+        "judge": agreement(decisions(weights, data), data.y),
         "keep_all": agreement(np.ones(len(data.y), dtype=bool), data.y),
         f"top_{rules.top_k}_fitted": agreement(data.position <= rules.top_k, data.y),
         f"top_{best_k}_best_in_sample": agreement(data.position <= best_k, data.y),
         f"cosine_{rules.cosine:.2f}_fitted": agreement(cosine >= rules.cosine, data.y),
+    }
+
+
+def subset(data: Dataset, keep: Sequence[int]) -> Dataset:
+    """``data`` restricted to the queries at the indices ``keep``."""
+    bounds = np.cumsum([0, *(len(q.direct) for q in data.queries)])
+    rows = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in keep])
+    return replace(
+        data,
+        queries=tuple(data.queries[i] for i in keep),
+        y=data.y[rows],
+        position=data.position[rows],
+    )
+
+
+def ceiling(data: Dataset, folds: int = 5) -> dict[str, float]:
+    """How well the judge's features do when fitted on the collection itself.
+
+    Five-fold cross-validation over the collection's queries: fit on four fifths, decide on the
+    fifth with the judge's own rule; beside it the best fixed probability threshold in hindsight
+    on those cross-validated probabilities (optimistic), and the best first-k and keep-all on
+    the whole collection (in-sample). If even these cannot clear a rule, no weights can.
+    """
+    kept = np.zeros(len(data.y), dtype=bool)
+    scores = np.zeros(len(data.y))
+    bounds = np.cumsum([0, *(len(q.direct) for q in data.queries)])
+    for fold in range(folds):
+        train = [i for i in range(len(data.queries)) if i % folds != fold]
+        test = [i for i in range(len(data.queries)) if i % folds == fold]
+        weights = fit([subset(data, train)])
+        held = subset(data, test)
+        rows = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in test])
+        kept[rows] = decisions(weights, held)
+        scores[rows] = probabilities(weights, judged_features(weights, held))
+    grid = np.round(np.arange(0.02, 0.99, 0.01), 2)
+    return {
+        "judge_cv": agreement(kept, data.y)["f1"],
+        "best_threshold_cv": max(agreement(scores >= t, data.y)["f1"] for t in grid),
+        "best_top_k": max(agreement(data.position <= k, data.y)["f1"] for k in range(1, TOP_K + 1)),
+        "keep_all": agreement(np.ones(len(data.y), dtype=bool), data.y)["f1"],
     }
 
 
@@ -320,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", nargs="+", help="collection folders in BEIR layout")
     parser.add_argument("--fit", action="store_true", help="fit on all collections given")
     parser.add_argument("--loco", action="store_true", help="leave one collection out")
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="fit on each collection itself (5-fold over its queries): what the features can do",
+    )
     parser.add_argument("--limit", type=int, default=None, help="queries per collection")
     parser.add_argument(
         "--judged",
@@ -375,6 +448,15 @@ def main(argv: list[str] | None = None) -> int:
                 **figures,
             }
             _print("loco", held.name, figures)
+    if args.ceiling:
+        report["ceiling"] = {}
+        for data in datasets:
+            found = ceiling(data)
+            report["ceiling"][data.name] = found
+            print(
+                f"ceil   {data.name:28s} " + "  ".join(f"{k} {v:.3f}" for k, v in found.items()),
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

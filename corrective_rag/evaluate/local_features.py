@@ -38,8 +38,14 @@ class LocalFeatures:
     bridge_top: float = 0.0
     # linked x how far below even odds the document's own direct evidence is (in logits)
     bridge_depth: float = 0.0
+    # BM25 of the question's terms in the document over the best BM25 among the question's judged
+    # documents, 0..1 (term frequencies and length, which the coverage share ignores)
+    bm25: float = 0.0
     # each compared sentence with its cosine to the question (what the title links look into)
     sentences: tuple[tuple[str, float], ...] = ()
+    # the document's length in terms and how often it holds each question term (for ``bm25``)
+    length: int = 0
+    counts: tuple[tuple[str, int], ...] = ()
 
     def vector(self) -> tuple[float, ...]:
         """The numeric features in the order of :class:`LocalWeights`."""
@@ -48,7 +54,11 @@ class LocalFeatures:
 
 @dataclass(frozen=True, slots=True)
 class LocalWeights:
-    """Logistic weights over :class:`LocalFeatures` and the decision threshold on the score."""
+    """Logistic weights over :class:`LocalFeatures`, and the least score a kept document needs.
+
+    ``threshold`` is a floor: above it, the expected-F1 cut of the question's judged documents
+    decides (:func:`~corrective_rag.evaluate.selection.expected_f1_cut`).
+    """
 
     bias: float
     dense: float
@@ -65,6 +75,7 @@ class LocalWeights:
     bridge_complement: float = 0.0
     bridge_top: float = 0.0
     bridge_depth: float = 0.0
+    bm25: float = 0.0
 
     def score(self, features: LocalFeatures) -> float:
         """The logistic score of ``features``, 0..1."""

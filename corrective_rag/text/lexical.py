@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from corrective_rag.errors import ConfigError
@@ -15,6 +15,7 @@ from corrective_rag.text import STOPWORDS, tokenize
 
 __all__ = [
     "Coverage",
+    "bm25_scores",
     "check_idf",
     "complement",
     "coverage",
@@ -122,6 +123,39 @@ def coverage(weights: Mapping[str, float], text_terms: Iterable[str]) -> Coverag
     total = sum(weights.values())
     share = sum(weights[t] for t in matched) / total if total > 0 else 0.0
     return Coverage(min(max(share, 0.0), 1.0), matched, missing)
+
+
+BM25_K1 = 1.2  # BM25's usual term-frequency saturation
+BM25_B = 0.75  # and length normalisation
+
+
+def bm25_scores(
+    weights: Mapping[str, float],
+    counts: Sequence[Mapping[str, int]],
+    lengths: Sequence[int],
+) -> list[float]:
+    """BM25 of each text for the terms in ``weights`` (their idf), lengths relative to the texts'.
+
+    ``counts[i]`` holds how often each weighted term occurs in text ``i`` and ``lengths[i]`` its
+    length in terms. The average length is the given texts' own, so that scores compare the
+    texts with one another (the local judge divides by the best of them).
+    """
+    if len(counts) != len(lengths):
+        raise ConfigError("counts and lengths must have the same length")
+    if not lengths:
+        return []
+    average = max(sum(lengths) / len(lengths), 1.0)
+    scores = []
+    for found, length in zip(counts, lengths, strict=True):
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / average)
+        scores.append(
+            sum(
+                w * f * (BM25_K1 + 1.0) / (f + norm)
+                for t, w in weights.items()
+                if (f := found.get(t, 0)) > 0
+            )
+        )
+    return scores
 
 
 def complement(

@@ -18,6 +18,7 @@ from corrective_rag.evaluate.local import (
 )
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.text.lexical import (
+    bm25_scores,
     complement,
     coverage,
     name_phrases,
@@ -353,3 +354,48 @@ def test_naming_cosine_reads_the_sentence_that_names_the_title():
     assert 0.6 == naming_cosine("shirley temple", namer)
     assert 0.2 == naming_cosine("walter abel", namer)
     assert 0.0 == naming_cosine("janet waldo", namer)
+
+
+def test_bm25_saturates_term_frequency_and_normalises_length():
+    """A term counts with diminishing returns, and the same counts weigh less in a longer text."""
+    weights = {"volcano": 2.0}
+    once, twice, eight = bm25_scores(
+        weights, [{"volcano": 1}, {"volcano": 2}, {"volcano": 8}], [10] * 3
+    )
+    assert once < twice < eight < 4 * once
+    short, long = bm25_scores(weights, [{"volcano": 1}, {"volcano": 1}], [5, 50])
+    assert short > long
+    assert [0.0] == bm25_scores(weights, [{}], [10])
+    with pytest.raises(ConfigError):
+        bm25_scores(weights, [{}], [1, 2])
+
+
+def test_bm25_feature_is_relative_to_the_best_judged_document(evaluator):
+    """The bm25 feature is 1.0 for the best lexical match among the judged documents, 0.0 without
+    any question term."""
+    on, off = evaluator.features(QUESTION, [ON_TOPIC, OFF_TOPIC])
+    assert 1.0 == pytest.approx(on.bm25)
+    assert 0.0 == off.bm25
+
+
+def test_the_cut_adapts_to_how_many_documents_look_relevant(evaluator):
+    """Three documents each about the question are all kept; beside two off-topic ones, only
+    the on-topic one is."""
+    eruption = Document(
+        "eruption-1980",
+        "The 1980 eruption of Mount St. Helens in Washington state was a volcanic event that "
+        "killed 57 people; the volcano lost 400 metres of its summit.",
+    )
+    ash = Document(
+        "ash-1980",
+        "Ash from the volcano's 1980 eruption fell across eastern Washington state, closing "
+        "roads and airports for days after Mount St. Helens erupted.",
+    )
+    bread = Document(
+        "rye", "Rye bread is made with flour from rye grain; it is denser and darker than wheat."
+    )
+    untitled = replace(ON_TOPIC, metadata={})  # no title: no title links, the cut alone
+    verdicts = evaluator.evaluate(QUESTION, [untitled, eruption, ash]).verdicts
+    assert [True, True, True] == [v.relevant for v in verdicts]
+    verdicts = evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, bread]).verdicts
+    assert [True, False, False] == [v.relevant for v in verdicts]

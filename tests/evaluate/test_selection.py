@@ -1,0 +1,36 @@
+"""The expected-F1 cut: how many of a question's judged documents the local judge keeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrective_rag.evaluate.local import keep_from
+from corrective_rag.evaluate.selection import expected_f1_cut
+
+
+def test_two_stand_outs_among_weak_documents_keep_two():
+    """Two likely documents among eight unlikely ones: the cut keeps exactly those two."""
+    probabilities = [0.9, 0.85, 0.1, 0.08, 0.1, 0.05, 0.07, 0.1, 0.02, 0.1]
+    cut = expected_f1_cut(probabilities)
+    assert 2 == sum(p >= cut for p in probabilities)
+
+
+def test_many_middling_documents_keep_them_all():
+    """Ten documents each about 40% likely: keeping all maximises the expected F1."""
+    probabilities = [0.45, 0.4, 0.42, 0.38, 0.41, 0.39, 0.4, 0.37, 0.43, 0.36]
+    assert min(probabilities) == expected_f1_cut(probabilities)
+
+
+def test_cut_does_not_depend_on_order_and_keeps_ties_together():
+    """The cut is a probability: documents tied at it are kept or dropped together, in any order."""
+    probabilities = [0.2, 0.8, 0.8, 0.1]
+    assert expected_f1_cut(probabilities) == expected_f1_cut(list(reversed(probabilities)))
+    cut = expected_f1_cut(probabilities)
+    assert [0.8, 0.8] == [p for p in probabilities if p >= cut]
+
+
+def test_empty_keeps_nothing_and_the_floor_bounds_the_cut():
+    """No documents give a cut of 1.0; keep_from never cuts below its floor."""
+    assert 1.0 == expected_f1_cut([])
+    assert 0.3 == pytest.approx(keep_from([0.05, 0.04, 0.03], 0.3))
+    assert 0.9 == pytest.approx(keep_from([0.9, 0.1, 0.1, 0.1], 0.3))
