@@ -31,3 +31,13 @@ def test_split_sentences_merges_short_fragments_that_strips_keep():
     text = "Fig. 3. Shows the long curve of the data. Yes."
     assert ["Fig. 3. Shows the long curve of the data.", "Yes."] == split_sentences(text)
     assert 3 == len(sentence_spans(text))
+
+
+def test_words_with_combining_marks_stay_whole():
+    """Vowel signs (Devanagari, Bengali, Thai) and decomposed accents stay inside their word."""
+    from corrective_rag.text import tokenize
+
+    assert ["हिन्दी", "भाषा"] == tokenize("हिन्दी भाषा")
+    assert ["ঈনাসুল", "ফাতেহ"] == tokenize("ঈনাসুল ফাতেহ")
+    assert ["ภาษาไทย"] == tokenize("ภาษาไทย")
+    assert ["cafe\u0301", "naïve", "東京"] == tokenize("Cafe\u0301, naïve 東京")

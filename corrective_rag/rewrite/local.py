@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -274,7 +275,18 @@ def _typed(terms: frozenset[str], question_terms: set[str]) -> bool:
     not what the question is about.
     """
     odd = [t for t in terms if len(t) < 2 or any(c.isdigit() for c in t) or _CALENDAR.fullmatch(t)]
-    return all(t in question_terms for t in odd)
+    if not all(t in question_terms for t in odd):
+        return False
+    # a word in a script the question is not written in (a name's native spelling beside its
+    # English one) is not what the person asking would type
+    return _scripts(terms) <= _scripts(question_terms)
+
+
+def _scripts(terms: Iterable[str]) -> frozenset[str]:
+    """The writing systems of the letters in ``terms`` ("LATIN", "BENGALI", "CJK", ...)."""
+    return frozenset(
+        unicodedata.name(c, "UNKNOWN").split(" ")[0] for t in terms for c in t if c.isalpha()
+    )
 
 
 def _rationale(

@@ -1,18 +1,34 @@
 r"""Plain-text helpers shared by BM25, the drift guard and the local components.
 
 The tokenizer is deliberately simple and documented, so BM25 scores can be reproduced with
-``rank_bm25`` over the same tokens: lower-case, Unicode word characters (``\\w+``), English stop
-words removed, and a light plural/suffix folding (``s``, ``es``, ``ies``) so that "parsers" and
-"parser" meet.
+``rank_bm25`` over the same tokens: lower-case, Unicode word characters (``\\w+``, with the
+combining marks inside a word: the vowel signs of Devanagari, Bengali or Thai are marks, and
+``\\w`` alone cut their words into single letters), English stop words removed, and a light
+plural/suffix folding (``s``, ``es``, ``ies``) so that "parsers" and "parser" meet.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["STOPWORDS", "content_terms", "tokenize"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+
+def _mark_ranges(limit: int = 0x30000) -> str:
+    """A regex class body for the combining marks (Mn, Mc, Me) below ``limit``."""
+    ranges: list[tuple[int, int]] = []
+    for cp in range(limit):
+        if unicodedata.category(chr(cp)) in ("Mn", "Mc", "Me"):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
+# A word starts with a word character and runs on through word characters and combining marks.
+_WORD = re.compile(rf"\w[\w{_mark_ranges()}]*")
 
 # A compact English stop list (articles, pronouns, auxiliaries, prepositions, question words):
 # words that carry no topic, whose BM25 weight is noise and whose overlap proves no relevance.

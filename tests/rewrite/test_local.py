@@ -214,3 +214,24 @@ def test_a_long_title_is_not_a_search_phrase():
     rewrite = LocalRewriter(max_new_terms=5).rewrite(RewriteRequest(question, (question,), judged))
     assert rewrite.query is not None
     assert "aerothermoelastic testing" not in rewrite.query
+
+
+def test_leaves_out_words_in_a_script_the_question_does_not_use():
+    """A name's native spelling beside its English one is not proposed for an English question;
+    a question asked in that script still gets its own words."""
+    paragraph = Document(
+        "p1",
+        "Eenasul Fateh (Bengali: ঈনাসুল ফাতেহ), known by his stage name Aladin, is a "
+        "management consultant and former magician who helped organisations perform.",
+    )
+    question = "Who was known by his stage name Aladin and worked as a consultant?"
+    judged = (Judged(paragraph, verdict(paragraph.id, True)),)
+    # as in a mostly English corpus, the native spelling is its rarest, heaviest term
+    rewriter = LocalRewriter(max_new_terms=5, idf=lambda t: 1.0 if t.isascii() else 9.0)
+    rewrite = rewriter.rewrite(RewriteRequest(question, (question,), judged))
+    assert rewrite.query is not None
+    assert not any("\u0980" <= c <= "\u09ff" for c in rewrite.query)
+    assert "Eenasul Fateh" in rewrite.query
+    bengali = "ঈনাসুল ফাতেহ কে?"
+    rewrite = rewriter.rewrite(RewriteRequest(bengali, (bengali,), judged))
+    assert rewrite.query is not None
