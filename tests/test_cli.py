@@ -190,3 +190,23 @@ def test_python_dash_m_runs_the_cli(results):
     assert 1 == bad.returncode
     assert "Traceback" not in bad.stderr
     _one_error_line(bad.stderr)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """`history show | head -1`: the command exits 141 with nothing on stderr, no traceback."""
+    path = tmp_path / "big.jsonl"
+    run = make_result("a long run", kept_per_iteration=(1,) * 1000)  # ~230 kB of table
+    path.write_text(json.dumps(ok_line("big", "a long run", run, 1.0)) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corrective_rag", "history", "show", str(path), "big"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        cwd=REPO,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # the first line arrived: the command is writing
+    proc.stdout.close()  # the reader goes away with far more than a pipe buffer still to come
+    err = proc.stderr.read().decode()
+    assert 141 == proc.wait()
+    assert "" == err

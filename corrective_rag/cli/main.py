@@ -25,6 +25,7 @@ PROG = "corrective-rag"
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+EXIT_BROKEN_PIPE = 141  # the shell's convention for SIGPIPE: the reader of stdout went away
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -327,6 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ConfigError as exc:
         return _fail(exc, EXIT_USAGE)
+    except BrokenPipeError:
+        # the reader went away (`history list | head`): stop quietly, as `git log | head` does,
+        # and keep the interpreter's last flush of stdout from failing again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except (CorrectiveRAGError, OSError) as exc:
         return _fail(exc, EXIT_ERROR)
     except KeyboardInterrupt:
