@@ -169,9 +169,10 @@ class SentenceTransformerEmbedder:
             text, and on a CPU the padding costs more than batching saves (judging 5 documents
             of ~200 words: p50 0.98 s at 8 against 3.05 s at 64; embedding 600 docstring chunks:
             16.6 s against 22.0 s; one torch thread, all-MiniLM-L6-v2).
-        cache_size: how many text embeddings to keep in memory (LRU), so that the same text is
-            never embedded twice within a process; 0 disables the cache. :meth:`embed_spans`
-            keeps as many texts' results in a cache of its own.
+        cache_size: how many vectors to keep in memory (LRU), so that the same text is never
+            embedded twice within a process; 0 disables the cache. :meth:`embed_spans` keeps
+            its results in a cache of its own, of as many vectors (a text with 20 spans holds
+            21).
         span_precision: the arithmetic of :meth:`embed_spans`' forward passes. ``"bfloat16"``
             multiplies in bfloat16 (torch autocast; sums and normalisation stay float32): on a
             CPU with native bfloat16 (AVX512-BF16 or AMX) a pass takes about 0.4 of float32's
@@ -200,12 +201,11 @@ class SentenceTransformerEmbedder:
         self.name = model or DEFAULT_MODEL
         self.device = device
         self.batch_size = batch_size
-        self._cache_size = cache_size
         self.span_precision = (
             _native_precision(device) if span_precision == "auto" else span_precision
         )
-        self._cache: OrderedDict[str, Vector] = OrderedDict()
-        self._span_cache: OrderedDict[str, tuple[Vector, Vector]] = OrderedDict()
+        self._cache: _LRU[Vector] = _LRU(cache_size, lambda v: 1)
+        self._span_cache: _LRU[tuple[Vector, Vector]] = _LRU(cache_size, lambda r: 1 + len(r[1]))
         self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()  # guards the caches only, never held while encoding
         self._load_lock = threading.Lock()
@@ -267,7 +267,7 @@ class SentenceTransformerEmbedder:
 
     def _through_cache(
         self,
-        cache: OrderedDict[str, _R],
+        cache: _LRU[_R],
         batcher: _Batcher[_T, _R],
         keys: Sequence[str],
         items: Sequence[_T],
@@ -280,7 +280,6 @@ class SentenceTransformerEmbedder:
                 value = cache.get(key)
                 if value is not None:
                     found[key] = value
-                    cache.move_to_end(key)
                 elif key not in missing:
                     missing[key] = item
         if missing:
@@ -288,10 +287,7 @@ class SentenceTransformerEmbedder:
             found.update(fresh)
             with self._lock:
                 self.texts_embedded += len(missing)
-                if self._cache_size:
-                    cache.update(fresh)
-                    while len(cache) > self._cache_size:
-                        cache.popitem(last=False)
+                cache.update(fresh)
         return found
 
     def _encode(self, texts: list[str]) -> list[Vector]:
@@ -465,6 +461,40 @@ def _pool_spans(
         inside = nonempty & (starts >= start) & (starts < end)
         pooled.append(_unit(states_np[inside].mean(axis=0)) if inside.any() else text_vector)
     return text_vector, _rows(pooled, text_vector.shape[0])
+
+
+class _LRU(Generic[_R]):
+    """Least recently used results, bounded by the vectors they hold (not thread-safe)."""
+
+    def __init__(self, capacity: int, size: Callable[[_R], int]) -> None:
+        self._capacity = capacity
+        self._size = size
+        self._held = 0
+        self._items: OrderedDict[str, _R] = OrderedDict()
+
+    def get(self, key: str) -> _R | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def update(self, fresh: dict[str, _R]) -> None:
+        for key, value in fresh.items():
+            size = self._size(value)
+            if size > self._capacity:
+                continue  # would evict everything and still not fit
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._held -= self._size(old)
+            self._items[key] = value
+            self._held += size
+        while self._held > self._capacity:
+            _, old = self._items.popitem(last=False)
+            self._held -= self._size(old)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._held = 0
 
 
 class _Request(Generic[_T, _R]):

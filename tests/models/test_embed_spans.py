@@ -92,6 +92,18 @@ def test_results_are_cached_per_text_and_spans(embedder):
     assert ((0, fresh.dimension), []) == (fresh.embed_spans([], [])[0].shape, [])
 
 
+def test_the_cache_is_bounded_by_the_vectors_it_holds(embedder):
+    """cache_size counts vectors: a text with two spans holds three, and a fourth evicts it."""
+    fresh = SentenceTransformerEmbedder(cache_size=4, span_precision=embedder.span_precision)
+    two = [(0, len(VOLCANO)), (len(VOLCANO) + 1, len(VOLCANO) + 1 + len(BREAD))]
+    fresh.embed_spans([MIXED], [two])
+    fresh.embed_spans([MIXED], [two])
+    assert 1 == fresh.texts_embedded
+    fresh.embed_spans([VOLCANO], [[(0, 10)]])  # 3 + 2 vectors: the older entry goes
+    fresh.embed_spans([MIXED], [two])
+    assert 3 == fresh.texts_embedded
+
+
 def test_threads_get_exactly_what_one_caller_gets(embedder):
     """Sixteen threads at once get, bit for bit, the vectors each text gets alone."""
     texts = [f"Question {i} about owls. {VOLCANO} {BREAD if i % 2 else CHESS}" for i in range(16)]
