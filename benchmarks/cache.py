@@ -1,7 +1,9 @@
 """An embedder that keeps every vector in an ``.npz`` on disk, so benchmark reruns skip the model.
 
 Vectors are keyed by the package's ``text_key`` (a hash of the text), so a document or sentence
-is embedded once per machine however often the benchmarks run.
+is embedded once per machine however often the benchmarks run. ``embed_spans`` results (a
+document's vector and its sentences' pooled vectors, what the local judge asks for) are kept
+the same way, per document text, spans and precision.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from corrective_rag.evaluate.local import judged_sentence_spans
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder, text_key
-from corrective_rag.text.lexical import split_sentences
 from corrective_rag.types import Document
 
 CACHE_DIR = Path(tempfile.gettempdir()) / "corrective_rag_bench"
@@ -60,14 +62,52 @@ class DiskCachedEmbedder:
             return np.zeros((0, self.inner.dimension), dtype=np.float32)
         return np.vstack([self.vectors[k] for k in keys]).astype(np.float32, copy=False)
 
-    def prefetch_sentences(self, documents: Sequence[Document], limit: int = 20) -> None:
-        """Embed every sentence the local evaluator will split ``documents`` into, in one batch.
+    def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32]]]:
+        """The inner embedder's ``embed_spans``, answering documents seen before from the cache."""
+        if not self.caching:
+            return self.inner.embed_spans(texts, spans)
+        precision = self.inner.span_precision
+        keys = [
+            f"spans:{precision}:{text_key(t)}:{text_key(repr([tuple(x) for x in s]))}"
+            for t, s in zip(texts, spans, strict=True)
+        ]
+        todo = {
+            k: (t, s)
+            for k, t, s in zip(keys, texts, spans, strict=True)
+            if f"{k}:text" not in self.vectors
+        }
+        if todo:
+            vectors, pooled = self.inner.embed_spans(
+                [t for t, _ in todo.values()], [s for _, s in todo.values()]
+            )
+            for key, vector, rows in zip(todo, vectors, pooled, strict=True):
+                self.vectors[f"{key}:text"] = vector
+                self.vectors.update((f"{key}:{i}", row) for i, row in enumerate(rows))
+            self.texts_embedded += len(todo)
+            self.dirty = True
+        if not keys:
+            return np.zeros((0, self.inner.dimension), dtype=np.float32), []
+        return (
+            np.vstack([self.vectors[f"{k}:text"] for k in keys]),
+            [
+                np.vstack([self.vectors[f"{k}:{i}"] for i in range(len(s))])
+                if len(s)
+                else np.zeros((0, self.inner.dimension), dtype=np.float32)
+                for k, s in zip(keys, spans, strict=True)
+            ],
+        )
 
-        One large call lets sentence-transformers sort texts by length, which is several times
-        faster than many small per-query calls; the evaluator then finds them all cached.
+    def prefetch_sentences(self, documents: Sequence[Document], limit: int = 20) -> None:
+        """Compute what the local evaluator will ask of ``documents``, and save it.
+
+        That is each document's vector and its sentences' pooled vectors (``embed_spans``, one
+        forward pass per document), for the sentences the judge compares.
         """
-        sentences = [s for d in documents for s in split_sentences(d.text, limit=limit)]
-        self.embed(list(dict.fromkeys(sentences)))
+        self.embed_spans(
+            [d.text for d in documents], [judged_sentence_spans(d.text, limit) for d in documents]
+        )
         self.save()
 
     def save(self) -> None:

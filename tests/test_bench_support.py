@@ -49,3 +49,20 @@ def test_disk_cache_answers_a_rerun_without_the_model(tmp_path, embedder):
     assert np.array_equal(vectors, second.embed(["a moon", "a planet", "a moon"]))
     assert 0 == second.texts_embedded
     assert (0, embedder.dimension) == second.embed([]).shape
+
+
+def test_disk_cache_keeps_span_embeddings_for_a_rerun(tmp_path, embedder):
+    """Span results saved by one cached embedder are answered by the next without the model."""
+    path = tmp_path / "vectors.npz"
+    texts = ["A moon circles a planet. The planet circles a star.", "Stars are hot gas."]
+    spans = [[(0, 24), (25, 51)], [(0, 18)]]
+    first = DiskCachedEmbedder(embedder, path)
+    vectors, pooled = first.embed_spans(texts, spans)
+    assert 2 == first.texts_embedded
+    first.save()
+    second = DiskCachedEmbedder(embedder, path)
+    again, pooled_again = second.embed_spans(texts, spans)
+    assert 0 == second.texts_embedded
+    assert np.array_equal(vectors, again)
+    assert [(2, embedder.dimension), (1, embedder.dimension)] == [p.shape for p in pooled_again]
+    assert all(np.array_equal(a, b) for a, b in zip(pooled, pooled_again, strict=True))

@@ -37,8 +37,8 @@ many middling ones keep many. A fixed threshold cannot adapt so: fitted on some 
 was far too strict or too lenient on another whose share of relevant documents differs. The
 verdict's score maps ``p`` onto the verdict scale (:func:`verdict_score`: the cut lands where
 the scale's relevant verdicts begin); the confidence is the probability that the verdict is
-right. Everything is embedded in one batched
-call per evaluation, and nothing is remembered between calls.
+right. The documents are read by the model once each per evaluation (their sentences' vectors
+pool the same pass), and nothing is remembered between calls.
 """
 
 from __future__ import annotations
@@ -58,12 +58,13 @@ from corrective_rag.inputs import check_query
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import (
+    MIN_SENTENCE_CHARS,
     bm25_scores,
     check_idf,
     coverage,
     names_phrase,
     phrase_form,
-    split_sentences,
+    sentence_spans,
     term_weights,
     title_phrase,
 )
@@ -192,26 +193,26 @@ class LocalEvaluator:
         """Each document's own evidence, before gaps and links (one batched embedding call).
 
         These depend on the question and the document only, not on the weights nor on the
-        other documents; :func:`judge_features` completes them.
+        other documents; :func:`judge_features` completes them. An embedder with
+        ``embed_spans`` (the default one) gives each document's vector and its sentences'
+        vectors from one forward pass of the document (a sentence's vector pools the
+        document's contextual token embeddings inside it); any other embedder embeds the
+        question, the documents and their sentences separately, in one call.
         """
         _check(question, documents)
         if not documents:
             return []
-        sentences = [
-            split_sentences(d.text, limit=self.max_sentences) or [d.text] for d in documents
-        ]
-        texts = [question, *(d.text for d in documents), *(s for ss in sentences for s in ss)]
-        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
-        q = vectors[0]
-        dense = vectors[1 : 1 + len(documents)] @ q
-        sentence_cos = vectors[1 + len(documents) :] @ q
+        spans = [judged_sentence_spans(d.text, self.max_sentences) for d in documents]
+        sentences = [[d.text[a:b] for a, b in ss] for d, ss in zip(documents, spans, strict=True)]
+        q, vectors, sentence_vectors = self._embed(question, documents, spans, sentences)
+        dense = vectors @ q
         weights = self.term_weights(question)
         question_form = phrase_form(question)
         found = []
-        start = 0
-        for doc, doc_sentences, doc_dense in zip(documents, sentences, dense, strict=True):
-            cosines = sentence_cos[start : start + len(doc_sentences)]
-            start += len(doc_sentences)
+        for doc, doc_sentences, doc_dense, doc_vectors in zip(
+            documents, sentences, dense, sentence_vectors, strict=True
+        ):
+            cosines = doc_vectors @ q
             best = int(np.argmax(cosines))
             terms = tokenize(doc.text)
             cov = coverage(weights, terms)
@@ -234,6 +235,25 @@ class LocalEvaluator:
                 )
             )
         return found
+
+    def _embed(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        spans: list[list[tuple[int, int]]],
+        sentences: list[list[str]],
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The question's vector, the documents' vectors and each document's sentence vectors."""
+        embedder = self.embedder
+        embed_spans = getattr(embedder, "embed_spans", None)
+        if callable(embed_spans):
+            q = np.asarray(embedder.embed([question]), dtype=np.float32)[0]
+            vectors, pooled = embed_spans([d.text for d in documents], spans)
+            return q, np.asarray(vectors, dtype=np.float32), [np.asarray(p) for p in pooled]
+        texts = [question, *(d.text for d in documents), *(s for ss in sentences for s in ss)]
+        vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+        ends = np.cumsum([1 + len(documents)] + [len(ss) for ss in sentences])
+        return vectors[0], vectors[1 : 1 + len(documents)], np.split(vectors, ends[:-1])[1:]
 
     def term_weights(self, question: str) -> dict[str, float]:
         """The question's content terms weighted by the idf (1.0 each without one)."""
@@ -439,6 +459,14 @@ def verdict_score(probability: float, threshold: float) -> float:
     if probability < threshold:
         return RELEVANT_FROM * probability / threshold
     return HIGH_FROM + (1.0 - HIGH_FROM) * (probability - threshold) / (1.0 - threshold)
+
+
+def judged_sentence_spans(text: str, limit: int) -> list[tuple[int, int]]:
+    """The character spans of the (at most ``limit``) sentences the judge compares.
+
+    A text with no sentence long enough counts as one sentence, the whole text.
+    """
+    return sentence_spans(text, min_chars=MIN_SENTENCE_CHARS)[:limit] or [(0, len(text))]
 
 
 def _check(question: str, documents: Sequence[Document]) -> None:

@@ -399,3 +399,35 @@ def test_the_cut_adapts_to_how_many_documents_look_relevant(evaluator):
     assert [True, True, True] == [v.relevant for v in verdicts]
     verdicts = evaluator.evaluate(QUESTION, [ON_TOPIC, OFF_TOPIC, bread]).verdicts
     assert [True, False, False] == [v.relevant for v in verdicts]
+
+
+def test_default_embedder_reads_sentences_from_the_document_pass():
+    """With embed_spans the dense cosine is the document's and each sentence's is its pooled one."""
+    from corrective_rag.evaluate.local import judged_sentence_spans
+    from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+
+    exact = SentenceTransformerEmbedder(cache_size=0, span_precision="float32")
+    (found,) = LocalEvaluator(exact).direct_features(QUESTION, [LONG_MIXED])
+    q, doc = exact.embed([QUESTION, LONG_MIXED.text])
+    spans = judged_sentence_spans(LONG_MIXED.text, 20)
+    _, (pooled,) = exact.embed_spans([LONG_MIXED.text], [spans])
+    assert float(q @ doc) == pytest.approx(found.dense, abs=1e-6)
+    assert [LONG_MIXED.text[a:b] for a, b in spans] == [s for s, _ in found.sentences]
+    assert (pooled @ q).tolist() == pytest.approx([c for _, c in found.sentences], abs=1e-6)
+
+
+def test_an_embedder_without_embed_spans_embeds_each_sentence_alone(embedder):
+    """A user's embedder with embed() only is judged as before: sentences embedded as texts."""
+
+    class Plain:
+        def embed(self, texts):
+            return embedder.embed(texts)
+
+    (found,) = LocalEvaluator(Plain()).direct_features(QUESTION, [LONG_MIXED])
+    sentences = split_sentences(LONG_MIXED.text)
+    vectors = embedder.embed([QUESTION, LONG_MIXED.text, *sentences])
+    assert float(vectors[1] @ vectors[0]) == pytest.approx(found.dense, abs=1e-6)
+    assert (vectors[2:] @ vectors[0]).tolist() == pytest.approx(
+        [c for _, c in found.sentences], abs=1e-6
+    )
+    assert sentences == [s for s, _ in found.sentences]
