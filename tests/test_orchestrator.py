@@ -511,8 +511,8 @@ def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
     assert ("p0",) == result.kept_ids
 
 
-def test_rewrite_takes_turns_with_the_questions_next_hits() -> None:
-    """A later iteration judges the question's next-best hits and the rewrite's in turn."""
+def test_a_new_rewrite_gets_one_slot_and_the_questions_next_hits_the_rest() -> None:
+    """A first rewrite gets one slot (its best hit); the question's next-best hits take the rest."""
     corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(8)] + [
         Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
     ]
@@ -522,4 +522,33 @@ def test_rewrite_takes_turns_with_the_questions_next_hits() -> None:
     )
     result = orch.run(QUESTION, max_iterations=2)
     assert ("q0", "q1", "q2", "q3") == tuple(v.document_id for v in result.history[0].verdicts)
-    assert {"q4", "q5", "z0", "z1"} == {v.document_id for v in result.history[1].verdicts}
+    assert {"q4", "q5", "q6", "z0"} == {v.document_id for v in result.history[1].verdicts}
+
+
+def test_a_rewrite_that_finds_relevant_documents_earns_turns_first() -> None:
+    """A rewrite whose hit was kept while the question's were not takes the first of the turns."""
+    corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(12)] + [
+        Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
+    ]
+    evaluator = ScriptedEvaluator({f"z{i}": 0.9 for i in range(6)}, default=0.1)
+    rewriter = ScriptedRewriter(["zebra stripes", "zebra stripes note"])
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, rewriter, top_k=4, min_relevant=10
+    )
+    result = orch.run(QUESTION, max_iterations=3)
+    assert {"q4", "q5", "q6", "z0"} == {v.document_id for v in result.history[1].verdicts}
+    assert {"z1", "z2", "q7", "q8"} == {v.document_id for v in result.history[2].verdicts}
+
+
+def test_a_rewrite_whose_hit_was_dropped_keeps_a_single_slot() -> None:
+    """A rewrite whose probe was dropped earns no turns: the question's next hits fill the rest."""
+    corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(12)] + [
+        Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
+    ]
+    evaluator = ScriptedEvaluator({"q0": 0.9, "q4": 0.9}, default=0.1)
+    rewriter = ScriptedRewriter(["zebra stripes", "zebra stripes note"])
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, rewriter, top_k=4, min_relevant=10
+    )
+    result = orch.run(QUESTION, max_iterations=3)
+    assert {"q7", "q8", "q9", "z1"} == {v.document_id for v in result.history[2].verdicts}
