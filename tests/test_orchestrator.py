@@ -64,14 +64,15 @@ def test_enough_relevant_stops_the_loop() -> None:
 
 
 def test_only_confidently_kept_documents_stop_the_loop() -> None:
-    """Documents kept on unsure verdicts are kept but do not stop the loop; sure ones do."""
+    """Unsure keeps do not stop the loop at once; an iteration keeping nothing new then does."""
     scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8}
     unsure = ScriptedEvaluator(scores, confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
         ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon", "planet moon"]), top_k=4
     )
     result = orch.run(QUESTION)
-    assert StopReason.ITERATION_CAP == result.stop_reason
+    assert (StopReason.ENOUGH_RELEVANT, 2) == (result.stop_reason, result.iterations)
+    assert "kept nothing new" in result.stop_detail
     assert ("p0", "p1", "p2") == result.kept_ids
     lenient = FilterPolicy(stop_confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
@@ -79,6 +80,18 @@ def test_only_confidently_kept_documents_stop_the_loop() -> None:
     )
     result = orch.run(QUESTION)
     assert (StopReason.ENOUGH_RELEVANT, 1) == (result.stop_reason, result.iterations)
+
+
+def test_unsure_keeps_search_on_while_each_iteration_keeps_something_new() -> None:
+    """With enough unsure keeps, the loop goes on to the cap while every iteration keeps more."""
+    scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8, "p5": 0.8, "p9": 0.8}
+    unsure = ScriptedEvaluator(scores, confidence=0.4)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon", "planet moon"]), top_k=4
+    )
+    result = orch.run(QUESTION)
+    assert (StopReason.ITERATION_CAP, 3) == (result.stop_reason, result.iterations)
+    assert {"p0", "p1", "p2", "p5", "p9"} == set(result.kept_ids)
 
 
 def test_enough_relevant_waits_while_every_kept_document_lacks_the_same_term() -> None:

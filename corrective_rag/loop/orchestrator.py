@@ -346,7 +346,10 @@ class CorrectiveRAGOrchestrator:
 
         ended: tuple[StopReason, str] | None = None
         rewrite: Rewrite | None = None
-        if enough := enough_relevant([k.verdict for k in st.kept.values()], self.policy):
+        # judged new documents and kept none (with none to judge, no_progress says more)
+        stalled = index > 1 and new > 0 and not any(s.kept for s in steps)
+        kept = [k.verdict for k in st.kept.values()]
+        if enough := enough_relevant(kept, self.policy, stalled=stalled):
             ended = (StopReason.ENOUGH_RELEVANT, enough)
         elif new == 0 and st.rejected is not None:
             why = f"rewrite rejected ({st.rejected}) and the question has no unjudged hits left"
