@@ -553,6 +553,24 @@ def test_a_rewrite_that_finds_relevant_documents_earns_turns_first() -> None:
     assert {"z1", "z2", "q7", "q8"} == {v.document_id for v in result.history[2].verdicts}
 
 
+def test_a_hit_the_question_found_too_earns_the_rewrite_nothing() -> None:
+    """A kept hit the question's own search found too counts for the question, not the rewrite."""
+    corpus = (
+        [Document(f"q{i}", f"planet moon fact {i}") for i in range(6)]
+        + [Document("b0", "planet moon zebra sun")]
+        + [Document(f"q{i}", f"planet moon fact {i}") for i in range(6, 12)]
+        + [Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)]
+    )
+    evaluator = ScriptedEvaluator({"b0": 0.9}, default=0.1)
+    rewriter = ScriptedRewriter(["zebra sun", "zebra sun stripes"])
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, rewriter, top_k=4, min_relevant=10
+    )
+    result = orch.run(QUESTION, max_iterations=3)
+    assert {"q4", "q5", "b0", "z0"} == {v.document_id for v in result.history[1].verdicts}
+    assert {"q6", "q7", "q8", "z1"} == {v.document_id for v in result.history[2].verdicts}
+
+
 def test_a_rewrite_whose_hit_was_dropped_keeps_a_single_slot() -> None:
     """A rewrite whose probe was dropped earns no turns: the question's next hits fill the rest."""
     corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(12)] + [

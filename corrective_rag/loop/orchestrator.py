@@ -567,8 +567,12 @@ def _take_turns(
     lanes: dict[str, list[tuple[int, str]]] = {}
     for hit in hits:
         if hit.document.id not in judged:
-            # a fused hit's legs are the queries that found it; one query's hits are one lane
-            for leg in hit.legs if fused else (LegScore("question", hit.rank, hit.score),):
+            # a fused hit's legs are the queries that found it; one query's hits are one lane.
+            # A hit the question found too is the question's: only what a rewrite alone
+            # finds can show that the rewrite adds something.
+            legs = hit.legs if fused else (LegScore("question", hit.rank, hit.score),)
+            mine = [leg for leg in legs if leg.leg == "question"] or legs
+            for leg in mine:
                 lanes.setdefault(leg.leg, []).append((leg.rank, hit.document.id))
     bar = _rate(record, "question")
     trusted = sorted(
