@@ -38,8 +38,8 @@ def enough_relevant(
         return f"{sure} kept >= min_relevant {policy.min_relevant}"
     if stalled and len(kept) >= policy.min_relevant:
         return (
-            f"{len(kept)} kept >= min_relevant {policy.min_relevant} ({sure} confidently), "
-            "and the last iteration kept nothing new"
+            f"{len(kept)} kept >= min_relevant {policy.min_relevant}, {sure} of them "
+            "confidently, and the last iteration kept nothing new"
         )
     return None
 
