@@ -186,6 +186,8 @@ def summary(report: dict[str, Any]) -> str:
         )
     stops = ", ".join(f"{k} {v}" for k, v in report["stop_reasons"].items())
     rows.append(f"stop reasons: {stops}")
+    fruitless = report["enough_relevant_after_fruitless_iteration"]
+    rows.append(f"  of enough_relevant, after an iteration that kept nothing new: {fruitless}")
     return "\n".join(rows)
 
 
@@ -251,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     single, matched, corrective = Tally(), Tally(), Tally()
     judged_pairs: list[tuple[bool, bool]] = []
     stops: Counter[str] = Counter()
+    fruitless = 0  # enough_relevant runs ended by an iteration that kept nothing new
     by_stop: dict[str, tuple[Tally, Tally]] = {}  # stop reason -> (corrective, matched)
     samples: list[dict[str, Any]] = []
     per_query: list[dict[str, Any]] = []
@@ -274,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = fixed_seconds if same else time.perf_counter() - started
         matched.add(matched_run[0], truth, matched_run[1], matched_run[2], seconds)
         stops[result.stop_reason.value] += 1
+        fruitless += "kept nothing new" in result.stop_detail
         per_query.append(
             {
                 "query": qid,
@@ -331,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         "evaluator_agreement": agreement(judged_pairs),
         # how the corrective runs ended: enough_relevant stops judge fewer documents
         "stop_reasons": dict(sorted(stops.items())),
+        # of the enough_relevant stops: min_relevant kept, not all confidently, and an iteration
+        # that kept nothing new (the rest had min_relevant confident keeps)
+        "enough_relevant_after_fruitless_iteration": fruitless,
         # per stop reason: the loop beside single shot at the same documents judged
         "by_stop_reason": {
             reason: {
