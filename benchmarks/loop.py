@@ -1,12 +1,22 @@
 """Single-shot retrieval vs the corrective loop, at an equal number of documents judged per query.
 
-For every query: *single shot* judges the top ``k x iterations`` hits of the question in one
-evaluator call and keeps what the filter policy keeps; *corrective* runs
-``CorrectiveRAGOrchestrator`` with ``top_k=k``, ``max_iterations=iterations`` and
-``min_relevant``. Both are scored against the qrels: recall (mean share of a query's relevant
-documents that were kept), all_found (share of queries whose relevant documents were all kept),
-precision (share of kept documents that are relevant, pooled), documents judged, LLM calls and
-seconds per query; plus the evaluator's agreement with the qrels on everything it judged.
+For every query: *single shot* judges the question's top hits in one evaluator call and keeps what
+the filter policy keeps; *corrective* runs ``CorrectiveRAGOrchestrator`` with ``top_k=k``,
+``max_iterations=iterations`` and ``min_relevant``. The loop may end before it has judged
+``k x iterations`` documents (``enough_relevant``, ``no_progress``, ``rewrite_failed``), so single
+shot is reported twice, and a reader sees both:
+
+* ``single_shot``: the question's top ``k x iterations``, a fixed budget (the loop's most);
+* ``single_shot_matched``: per query, the question's top *n*, where *n* is the number of documents
+  the loop judged for that query: the comparison at an equal number of documents judged, which is
+  the one the loop's targets refer to (it asks "did the loop spend its judgements better than
+  the question's own ranking would?"; the fixed budget also asks "was stopping early worth it?").
+
+Each arm is scored against the qrels: recall (mean share of a query's relevant documents that were
+kept), all_found (share of queries whose relevant documents were all kept), precision (share of
+kept documents that are relevant, pooled), documents judged, LLM calls and seconds per query; plus
+the evaluator's agreement with the qrels on everything the loop judged, and how many runs ended on
+each stop reason (``stop_reasons``: ``enough_relevant`` runs judge fewer documents).
 
     python benchmarks/loop.py HOTPOTQA_DIR --evaluator local --json loop-hotpotqa-local.json
 
@@ -156,6 +166,42 @@ class Tally:
         }
 
 
+def _brief(tally: Tally) -> dict[str, float]:
+    figures = tally.figures()
+    keys = ("recall", "all_found", "precision", "evaluated_per_query")
+    return {key: round(figures[key], 4) for key in keys}
+
+
+def summary(report: dict[str, Any]) -> str:
+    """The three arms side by side, and how the loop's runs ended."""
+    rows = [
+        f"{report['collection']}, {report['evaluator']}, {report['queries']} queries",
+        "arm                  recall  all_found  precision  judged/query",
+    ]
+    for arm in ("single_shot", "single_shot_matched", "corrective"):
+        f = report[arm]
+        rows.append(
+            f"{arm:<20} {f['recall']:.4f}  {f['all_found']:.4f}     {f['precision']:.4f}"
+            f"     {f['evaluated_per_query']:.1f}"
+        )
+    stops = ", ".join(f"{k} {v}" for k, v in report["stop_reasons"].items())
+    rows.append(f"stop reasons: {stops}")
+    fruitless = report["enough_relevant_after_fruitless_iteration"]
+    rows.append(f"  of enough_relevant, after an iteration that kept nothing new: {fruitless}")
+    return "\n".join(rows)
+
+
+def judge_top(
+    evaluator: Any, policy: FilterPolicy, question: str, hits: Sequence[Any]
+) -> tuple[set[str], int, int]:
+    """Single shot: judge ``hits`` in one call; the kept ids, documents judged and LLM calls."""
+    if not hits:
+        return set(), 0, 0
+    evaluation = evaluator.evaluate(question, [h.document for h in hits])
+    kept = {v.document_id for v in evaluation.verdicts if decide(v, policy) is Decision.KEEP}
+    return kept, len(hits), evaluation.usage.llm_calls
+
+
 def agreement(pairs: list[tuple[bool, bool]]) -> dict[str, float]:
     """Precision, recall and F1 of (predicted relevant, truly relevant) pairs."""
     tp = sum(p and t for p, t in pairs)
@@ -204,27 +250,50 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ConfigError as exc:
         raise SystemExit(f"bad loop settings: {exc}") from exc
-    single, corrective = Tally(), Tally()
+    single, matched, corrective = Tally(), Tally(), Tally()
     judged_pairs: list[tuple[bool, bool]] = []
     stops: Counter[str] = Counter()
+    fruitless = 0  # enough_relevant runs ended by an iteration that kept nothing new
+    by_stop: dict[str, tuple[Tally, Tally]] = {}  # stop reason -> (corrective, matched)
     samples: list[dict[str, Any]] = []
+    per_query: list[dict[str, Any]] = []
     queries = list(collection.queries.items())[: args.limit]
     for qid, question in queries:
         truth = collection.relevant(qid)
         started = time.perf_counter()
         hits = retriever.retrieve(question, top_k=args.k * args.iterations)
-        evaluation = evaluator.evaluate(question, [h.document for h in hits])
-        kept = {v.document_id for v in evaluation.verdicts if decide(v, policy) is Decision.KEEP}
-        single.add(
-            kept,
-            truth,
-            len(hits),
-            evaluation.usage.llm_calls,
-            time.perf_counter() - started,
-        )
+        fixed = judge_top(evaluator, policy, question, hits)
+        fixed_seconds = time.perf_counter() - started
+        single.add(fixed[0], truth, fixed[1], fixed[2], fixed_seconds)
         started = time.perf_counter()
         result = loop.run(question)
+        loop_seconds = time.perf_counter() - started
+        judged = sum(len(record.verdicts) for record in result.history)
+        started = time.perf_counter()
+        # the same call as the fixed arm when the loop judged as many (a batch-aware judge's
+        # verdicts depend on the batch, so a shorter list is judged on its own)
+        same = judged >= len(hits)
+        matched_run = fixed if same else judge_top(evaluator, policy, question, hits[:judged])
+        seconds = fixed_seconds if same else time.perf_counter() - started
+        matched.add(matched_run[0], truth, matched_run[1], matched_run[2], seconds)
         stops[result.stop_reason.value] += 1
+        fruitless += "kept nothing new" in result.stop_detail
+        per_query.append(
+            {
+                "query": qid,
+                "stop_reason": result.stop_reason.value,
+                "judged": judged,
+                "kept_per_iteration": [len(r.kept_ids) for r in result.history],
+                "relevant_kept": {
+                    "single_shot": len(fixed[0] & truth),
+                    "single_shot_matched": len(matched_run[0] & truth),
+                    "corrective": len(set(result.kept_ids) & truth),
+                },
+            }
+        )
+        arms = by_stop.setdefault(result.stop_reason.value, (Tally(), Tally()))
+        arms[0].add(set(result.kept_ids), truth, judged, result.usage.total.llm_calls, 0.0)
+        arms[1].add(matched_run[0], truth, matched_run[1], matched_run[2], 0.0)
         if len(samples) < SAMPLES:
             samples.append(
                 {
@@ -241,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             truth,
             len(verdicts),
             result.usage.total.llm_calls,
-            time.perf_counter() - started,
+            loop_seconds,
         )
         corrective.iterations += result.iterations
         corrective.prompt_tokens += result.usage.total.prompt_tokens
@@ -261,13 +330,29 @@ def main(argv: list[str] | None = None) -> int:
         "min_relevant": args.min_relevant,
         "queries": len(queries),
         "single_shot": single.figures(),
+        "single_shot_matched": matched.figures(),
         "corrective": corrective.figures(),
         "evaluator_agreement": agreement(judged_pairs),
         # how the corrective runs ended: enough_relevant stops judge fewer documents
         "stop_reasons": dict(sorted(stops.items())),
+        # of the enough_relevant stops: min_relevant kept, not all confidently, and an iteration
+        # that kept nothing new (the rest had min_relevant confident keeps)
+        "enough_relevant_after_fruitless_iteration": fruitless,
+        # per stop reason: the loop beside single shot at the same documents judged
+        "by_stop_reason": {
+            reason: {
+                "queries": len(arms[0].recall),
+                "corrective": _brief(arms[0]),
+                "single_shot_matched": _brief(arms[1]),
+            }
+            for reason, arms in sorted(by_stop.items())
+        },
         "sample_runs": samples,
+        "per_query": per_query,
     }
-    print(json.dumps({k: v for k, v in report.items() if k != "sample_runs"}, indent=2))
+    shown = {k: v for k, v in report.items() if k not in ("sample_runs", "per_query")}
+    print(json.dumps(shown, indent=2))
+    print(summary(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

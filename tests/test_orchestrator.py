@@ -64,14 +64,15 @@ def test_enough_relevant_stops_the_loop() -> None:
 
 
 def test_only_confidently_kept_documents_stop_the_loop() -> None:
-    """Documents kept on unsure verdicts are kept but do not stop the loop; sure ones do."""
+    """Unsure keeps do not stop the loop at once; an iteration keeping nothing new then does."""
     scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8}
     unsure = ScriptedEvaluator(scores, confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
         ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon", "planet moon"]), top_k=4
     )
     result = orch.run(QUESTION)
-    assert StopReason.ITERATION_CAP == result.stop_reason
+    assert (StopReason.ENOUGH_RELEVANT, 2) == (result.stop_reason, result.iterations)
+    assert "kept nothing new" in result.stop_detail
     assert ("p0", "p1", "p2") == result.kept_ids
     lenient = FilterPolicy(stop_confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
@@ -79,6 +80,18 @@ def test_only_confidently_kept_documents_stop_the_loop() -> None:
     )
     result = orch.run(QUESTION)
     assert (StopReason.ENOUGH_RELEVANT, 1) == (result.stop_reason, result.iterations)
+
+
+def test_unsure_keeps_search_on_while_each_iteration_keeps_something_new() -> None:
+    """With enough unsure keeps, the loop goes on to the cap while every iteration keeps more."""
+    scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8, "p5": 0.8, "p9": 0.8}
+    unsure = ScriptedEvaluator(scores, confidence=0.4)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon", "planet moon"]), top_k=4
+    )
+    result = orch.run(QUESTION)
+    assert (StopReason.ITERATION_CAP, 3) == (result.stop_reason, result.iterations)
+    assert {"p0", "p1", "p2", "p5", "p9"} == set(result.kept_ids)
 
 
 def test_enough_relevant_waits_while_every_kept_document_lacks_the_same_term() -> None:
@@ -511,8 +524,8 @@ def test_failing_rewriter_and_generator_do_not_crash_the_run() -> None:
     assert ("p0",) == result.kept_ids
 
 
-def test_rewrite_takes_turns_with_the_questions_next_hits() -> None:
-    """A later iteration judges the question's next-best hits and the rewrite's in turn."""
+def test_a_new_rewrite_gets_one_slot_and_the_questions_next_hits_the_rest() -> None:
+    """A first rewrite gets one slot (its best hit); the question's next-best hits take the rest."""
     corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(8)] + [
         Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
     ]
@@ -522,4 +535,51 @@ def test_rewrite_takes_turns_with_the_questions_next_hits() -> None:
     )
     result = orch.run(QUESTION, max_iterations=2)
     assert ("q0", "q1", "q2", "q3") == tuple(v.document_id for v in result.history[0].verdicts)
-    assert {"q4", "q5", "z0", "z1"} == {v.document_id for v in result.history[1].verdicts}
+    assert {"q4", "q5", "q6", "z0"} == {v.document_id for v in result.history[1].verdicts}
+
+
+def test_a_rewrite_that_finds_relevant_documents_earns_turns_first() -> None:
+    """A rewrite whose hit was kept while the question's were not takes the first of the turns."""
+    corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(12)] + [
+        Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
+    ]
+    evaluator = ScriptedEvaluator({f"z{i}": 0.9 for i in range(6)}, default=0.1)
+    rewriter = ScriptedRewriter(["zebra stripes", "zebra stripes note"])
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, rewriter, top_k=4, min_relevant=10
+    )
+    result = orch.run(QUESTION, max_iterations=3)
+    assert {"q4", "q5", "q6", "z0"} == {v.document_id for v in result.history[1].verdicts}
+    assert {"z1", "z2", "q7", "q8"} == {v.document_id for v in result.history[2].verdicts}
+
+
+def test_a_hit_the_question_found_too_earns_the_rewrite_nothing() -> None:
+    """A kept hit the question's own search found too counts for the question, not the rewrite."""
+    corpus = (
+        [Document(f"q{i}", f"planet moon fact {i}") for i in range(6)]
+        + [Document("b0", "planet moon zebra sun")]
+        + [Document(f"q{i}", f"planet moon fact {i}") for i in range(6, 12)]
+        + [Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)]
+    )
+    evaluator = ScriptedEvaluator({"b0": 0.9}, default=0.1)
+    rewriter = ScriptedRewriter(["zebra sun", "zebra sun stripes"])
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, rewriter, top_k=4, min_relevant=10
+    )
+    result = orch.run(QUESTION, max_iterations=3)
+    assert {"q4", "q5", "b0", "z0"} == {v.document_id for v in result.history[1].verdicts}
+    assert {"q6", "q7", "q8", "z1"} == {v.document_id for v in result.history[2].verdicts}
+
+
+def test_a_rewrite_whose_hit_was_dropped_keeps_a_single_slot() -> None:
+    """A rewrite whose probe was dropped earns no turns: the question's next hits fill the rest."""
+    corpus = [Document(f"q{i}", f"planet moon fact {i}") for i in range(12)] + [
+        Document(f"z{i}", f"zebra stripes note {i}") for i in range(6)
+    ]
+    evaluator = ScriptedEvaluator({"q0": 0.9, "q4": 0.9}, default=0.1)
+    rewriter = ScriptedRewriter(["zebra stripes", "zebra stripes note"])
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(corpus), evaluator, rewriter, top_k=4, min_relevant=10
+    )
+    result = orch.run(QUESTION, max_iterations=3)
+    assert {"q7", "q8", "q9", "z1"} == {v.document_id for v in result.history[2].verdicts}

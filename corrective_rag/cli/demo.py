@@ -42,11 +42,13 @@ STDLIB_MODULES = (
     "zlib",
 )  # fmt: skip
 
-# One answered at once, one where the rewrite finds the missing third document, one where the
-# rewriter explores and the cap ends the run: the three ways a run usually goes.
+# The three ways a run usually goes: one answered in iteration 1 (the next iteration keeps
+# nothing new, so the run stops there: enough_relevant), one whose later iterations keep new
+# documents (it goes on while searching pays, to the cap), one that keeps too few and explores
+# until the cap ends the run.
 DEMO_QUESTIONS = (
     "How do I run a shell command and capture its output?",
-    "How do I compare two sequences of lines and show their differences?",
+    "How do I create a temporary file?",
     "How do I measure the execution time of a small code snippet?",
 )
 

@@ -91,6 +91,9 @@ class _Run:
     usage: PhaseUsage = field(default_factory=PhaseUsage)
     retrieved_sets: list[frozenset[str]] = field(default_factory=list)
     rejected: str | None = None  # why the last rewrite was rejected (next hits searched instead)
+    # per query lane ("question", "rewrite"): (kept, judged) the last time it was judged, so that
+    # a rewrite wins slots in the next iteration by having found relevant documents
+    lanes: dict[str, tuple[int, int]] = field(default_factory=dict)
     llm_down: bool = False  # the rewriter's model failed to answer (not a rejected rewrite)
 
     def document_cap(self, per_call: int | None) -> int | None:
@@ -343,7 +346,10 @@ class CorrectiveRAGOrchestrator:
 
         ended: tuple[StopReason, str] | None = None
         rewrite: Rewrite | None = None
-        if enough := enough_relevant([k.verdict for k in st.kept.values()], self.policy):
+        # judged new documents and kept none (with none to judge, no_progress says more)
+        stalled = index > 1 and new > 0 and not any(s.kept for s in steps)
+        kept = [k.verdict for k in st.kept.values()]
+        if enough := enough_relevant(kept, self.policy, stalled=stalled):
             ended = (StopReason.ENOUGH_RELEVANT, enough)
         elif new == 0 and st.rejected is not None:
             why = f"rewrite rejected ({st.rejected}) and the question has no unjudged hits left"
@@ -402,7 +408,7 @@ class CorrectiveRAGOrchestrator:
         cap = st.top_k
         left = st.document_cap(self._docs_per_call)
         cap = cap if left is None else min(cap, left)
-        picked = _take_turns(hits, st.judged, cap, fused=len(queries) > 1)
+        picked = _take_turns(hits, st.judged, cap, fused=len(queries) > 1, record=st.lanes)
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
@@ -431,13 +437,19 @@ class CorrectiveRAGOrchestrator:
         # Charge the run at once, so that a fallback step in this iteration sees this spend.
         st.usage = st.usage + PhaseUsage(grading=usage)
         step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs, proposal)
+        tally: dict[str, tuple[int, int]] = {}
         for hit, verdict in zip(fresh, verdicts, strict=True):
             doc_id = hit.document.id
             st.judged[doc_id] = verdict
             st.judged_docs.append(Judged(hit.document, verdict))
             step.ranks[doc_id] = hit.rank
+            decision = decide(verdict, self.policy)
             bins = {Decision.KEEP: step.kept, Decision.DROP: step.dropped}
-            bins.get(decide(verdict, self.policy), step.ungraded).append(doc_id)
+            bins.get(decision, step.ungraded).append(doc_id)
+            lane_kept, lane_judged = tally.get(picked[doc_id], (0, 0))
+            tally[picked[doc_id]] = (lane_kept + (decision is Decision.KEEP), lane_judged + 1)
+        if retriever is self.retriever:  # the fallback's documents belong to no query lane
+            st.lanes.update(tally)
         return step
 
     def _evaluate(
@@ -534,30 +546,63 @@ def _stalled(st: _Run, steps: Sequence[_Step], proposal: Proposal) -> bool:
 
 
 def _take_turns(
-    hits: Sequence[Hit], judged: Mapping[str, Verdict], cap: int, *, fused: bool
-) -> set[str]:
-    """Ids of up to ``cap`` unjudged hits, the queries taking turns by their own ranks.
+    hits: Sequence[Hit],
+    judged: Mapping[str, Verdict],
+    cap: int,
+    *,
+    fused: bool,
+    record: Mapping[str, tuple[int, int]],
+) -> dict[str, str]:
+    """Up to ``cap`` unjudged hits, each mapped to the query lane that took it.
 
-    With one query these are its first unjudged hits. With the question and a rewrite, the
-    question's next-best unjudged hit and the rewrite's take slots in turn (the question first),
-    so that the rewrite's hits never push out the documents a single search of the question
-    would judge next: a rewrite can add to what the question finds, not take its place.
+    With one query these are its first unjudged hits (lane ``question``). With the question and
+    a rewrite, each lane offers its own next-best unjudged hits, and a rewrite must earn its
+    slots: it gets one (its best hit, a probe) while the rest go to the question's next-best
+    hits, the documents a single search of the question would judge next. A rewrite whose
+    documents were kept at least as often per document judged as the question's, the last time
+    each was judged (``record``: lane -> kept, judged), takes slots in turn with the question
+    instead, first if its rate is higher. So a rewrite adds to what the question finds and
+    wins slots by finding relevant documents, never just by being new.
     """
     lanes: dict[str, list[tuple[int, str]]] = {}
     for hit in hits:
         if hit.document.id not in judged:
-            # a fused hit's legs are the queries that found it; one query's hits are one lane
-            for leg in hit.legs if fused else (LegScore("question", hit.rank, hit.score),):
+            # a fused hit's legs are the queries that found it; one query's hits are one lane.
+            # A hit the question found too is the question's: only what a rewrite alone
+            # finds can show that the rewrite adds something.
+            legs = hit.legs if fused else (LegScore("question", hit.rank, hit.score),)
+            mine = [leg for leg in legs if leg.leg == "question"] or legs
+            for leg in mine:
                 lanes.setdefault(leg.leg, []).append((leg.rank, hit.document.id))
-    queues = [sorted(lanes[name]) for name in sorted(lanes, key=lambda n: (n != "question", n))]
-    picked: dict[str, None] = {}
-    while len(picked) < cap and any(queues):
-        for queue in queues:
-            while queue and queue[0][1] in picked:
-                queue.pop(0)
-            if queue and len(picked) < cap:
-                picked[queue.pop(0)[1]] = None
-    return set(picked)
+    bar = _rate(record, "question")
+    trusted = sorted(
+        (
+            n
+            for n in lanes
+            if n == "question" or (record.get(n, (0, 0))[0] and _rate(record, n) >= bar)
+        ),
+        key=lambda n: (-_rate(record, n), n != "question", n),
+    )
+    probation = sorted(n for n in lanes if n not in trusted)
+    queues = {name: sorted(ranked) for name, ranked in lanes.items()}
+    picked: dict[str, str] = {}
+    for group, once in ((trusted, True), (probation, True), (trusted, False), (probation, False)):
+        while len(picked) < cap and any(queues[name] for name in group):
+            for name in group:
+                queue = queues[name]
+                while queue and queue[0][1] in picked:
+                    queue.pop(0)
+                if queue and len(picked) < cap:
+                    picked[queue.pop(0)[1]] = name
+            if once:
+                break
+    return picked
+
+
+def _rate(record: Mapping[str, tuple[int, int]], lane: str) -> float:
+    """Documents kept per document judged when ``lane`` was last judged (0 with no record)."""
+    kept, seen = record.get(lane, (0, 0))
+    return kept / seen if seen else 0.0
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:
