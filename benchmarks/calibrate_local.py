@@ -207,7 +207,7 @@ def decisions(weights: LocalWeights, data: Dataset, floor: float | None = None) 
     floor = weights.threshold if floor is None else floor
     kept: list[bool] = []
     for features, pool in _calls(weights, data, None):
-        cut = keep_from(pool, floor)
+        cut = keep_from(pool, floor, weights.keep_at)
         kept.extend(p >= cut for p in pool[: len(features)])
     return np.asarray(kept, dtype=bool)
 

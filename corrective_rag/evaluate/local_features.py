@@ -57,7 +57,10 @@ class LocalWeights:
     """Logistic weights over :class:`LocalFeatures`, and the least score a kept document needs.
 
     ``threshold`` is a floor: above it, the expected-F1 cut of the question's judged documents
-    decides (:func:`~corrective_rag.evaluate.selection.expected_f1_cut`).
+    decides (:func:`~corrective_rag.evaluate.selection.expected_f1_cut`), except that a
+    document at least ``keep_at`` likely to be relevant is always kept: the loop gathers
+    evidence, and a multi-hop question's second paragraph beside a stand-out first one is
+    such a document (the cut alone, F1-optimal, dropped it).
     """
 
     bias: float
@@ -76,6 +79,7 @@ class LocalWeights:
     bridge_top: float = 0.0
     bridge_depth: float = 0.0
     bm25: float = 0.0
+    keep_at: float = 0.3
 
     def score(self, features: LocalFeatures) -> float:
         """The logistic score of ``features``, 0..1."""
@@ -86,4 +90,6 @@ class LocalWeights:
 
 
 # The numeric features, named alike in LocalFeatures and LocalWeights, in the weights' order.
-FEATURES = tuple(f.name for f in fields(LocalWeights) if f.name not in ("bias", "threshold"))
+FEATURES = tuple(
+    f.name for f in fields(LocalWeights) if f.name not in ("bias", "threshold", "keep_at")
+)

@@ -30,7 +30,14 @@ def test_cut_does_not_depend_on_order_and_keeps_ties_together():
 
 
 def test_empty_keeps_nothing_and_the_floor_bounds_the_cut():
-    """No documents give a cut of 1.0; keep_from never cuts below its floor."""
+    """No documents give a cut of 1.0; keep_from never cuts below its floor (nor above keep_at)."""
     assert 1.0 == expected_f1_cut([])
     assert 0.3 == pytest.approx(keep_from([0.05, 0.04, 0.03], 0.3))
     assert 0.9 == pytest.approx(keep_from([0.9, 0.1, 0.1, 0.1], 0.3))
+
+
+def test_a_likely_document_is_kept_whatever_the_cut():
+    """Beside a stand-out document, one the judge gives keep_at or more is kept all the same."""
+    probabilities = [0.95, 0.32, 0.05, 0.05, 0.05]
+    assert 0.95 == expected_f1_cut(probabilities)  # F1 alone keeps the stand-out only
+    assert 0.3 == pytest.approx(keep_from(probabilities, 0.2, 0.3))
