@@ -6,6 +6,7 @@ Pure functions over strings; no model, no I/O.
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,15 +95,25 @@ def check_idf(idf: object) -> Callable[[str], float] | None:
 def term_weights(
     terms: Iterable[str], idf: Callable[[str], float] | None = None
 ) -> dict[str, float]:
-    """Weight each term by ``idf`` (floored at ``MIN_TERM_WEIGHT``), or 1.0 each without one.
+    """Weight each term by a positive idf, or 1.0 each without one.
 
-    The terms are sorted, so that sums over the weights do not depend on the order a set of
-    terms happened to iterate in (Python's string hashing differs between runs).
+    ``idf`` is read as BM25's, ``log((N - n + 0.5) / (n + 0.5))``, which is 0 for a term in half
+    the documents and negative above that: in a small corpus (a user's folder of a few files)
+    most of a question's words would weigh nothing and one rare word would decide. The weight is
+    its softplus, ``log(1 + (N - n + 0.5) / (n + 0.5))`` (Lucene's BM25 idf): the same for rare
+    terms, positive for common ones (floored at ``MIN_TERM_WEIGHT``). The terms are sorted, so
+    that sums over the weights do not depend on the order a set of terms happened to iterate in
+    (Python's string hashing differs between runs).
     """
     ordered = sorted(set(terms))
     if idf is None:
         return dict.fromkeys(ordered, 1.0)
-    return {t: max(float(idf(t)), MIN_TERM_WEIGHT) for t in ordered}
+    return {t: max(_softplus(float(idf(t))), MIN_TERM_WEIGHT) for t in ordered}
+
+
+def _softplus(x: float) -> float:
+    """``log(1 + exp(x))`` without overflow."""
+    return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,8 +234,11 @@ def test_lexical_helpers():
     assert ["The first one is here.", "Then Mt. Rainier, in the U.S. Northwest."] == (
         split_sentences("The first one is here. Then Mt. Rainier, in the U.S. Northwest.")
     )
-    cov = coverage(term_weights(["rare", "common"], {"rare": 3.0, "common": 1.0}.get), ["rare"])
-    assert (0.75, ("rare",), ("common",)) == (cov.share, cov.matched, cov.missing)
+    weights = term_weights(["rare", "common"], {"rare": 3.0, "common": 1.0}.get)
+    cov = coverage(weights, ["rare"])
+    share = weights["rare"] / (weights["rare"] + weights["common"])
+    assert (share, ("rare",), ("common",)) == (cov.share, cov.matched, cov.missing)
+    assert 0.65 < share < 0.75  # rare leads, less than BM25's own 3:1
     assert ["Shirley Temple", "Bank of America"] == name_phrases(
         "The film starred Shirley Temple, then at Bank of America."
     )
@@ -431,3 +434,43 @@ def test_an_embedder_without_embed_spans_embeds_each_sentence_alone(embedder):
         [c for _, c in found.sentences], abs=1e-6
     )
     assert sentences == [s for s, _ in found.sentences]
+
+
+def test_term_weights_stay_positive_for_common_terms():
+    """BM25's idf is 0 for a term in half the documents and negative above: the weights are its
+    softplus (Lucene's idf), so a small folder's common words still count, and rare ones lead."""
+    bm25_idf = {"volcano": 0.0, "washington": -0.3, "erupted": 0.85, "1980": 0.0}
+    weights = term_weights(bm25_idf, bm25_idf.get)
+    assert weights["volcano"] == pytest.approx(math.log(2.0))
+    assert 0.4 < weights["washington"] < weights["volcano"] < weights["erupted"]
+    assert weights["erupted"] == pytest.approx(math.log1p(math.exp(0.85)))
+    assert term_weights(["x"], {"x": 40.0}.get)["x"] == pytest.approx(40.0)
+    assert term_weights(["x"], {"x": -40.0}.get)["x"] == pytest.approx(0.1)
+
+
+def test_a_small_folder_keeps_the_document_about_the_question(embedder):
+    """Four files: with the store's own idf, the page about the volcano is kept beside the one
+    about its ash, though most of the question's words are in half the files."""
+    from corrective_rag.store.hybrid import HybridStore
+
+    docs = [
+        Document(
+            "volcano.md#0",
+            "Mount St. Helens is an active stratovolcano in Washington state. Its eruption on "
+            "May 18, 1980 was the deadliest volcanic event in United States history.",
+        ),
+        Document(
+            "ash.md#0",
+            "Volcanic ash from the 1980 eruption fell over eleven states. Airports closed across "
+            "eastern Washington after Mount St. Helens erupted.",
+        ),
+        Document("bread.txt#0", "Sourdough bread is leavened by wild yeast and lactic acid."),
+        Document("tea.txt#0", "Green tea is steamed or pan-fired soon after picking."),
+    ]
+    question = "Which volcano erupted in Washington in 1980?"
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(docs)
+        found = [h.document for h in store.retrieve(question, top_k=4)]
+        evaluator = LocalEvaluator(embedder, idf=store.idf)
+        kept = {v.document_id for v in evaluator.evaluate(question, found).verdicts if v.relevant}
+    assert {"volcano.md#0", "ash.md#0"} == kept
