@@ -157,19 +157,51 @@ def results_path(text: str) -> Path:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Add files to the store (a file's chunks replaced as one unit), with a progress bar."""
+    from corrective_rag.store.indexing import read_paths
+    from corrective_rag.store.loaders import UnreadableFileError
+
+    if args.no_progress:
+        quiet_progress()
+    skipped: list[tuple[str, str]] = []
+    docs = read_paths(
+        args.paths,
+        chunk_tokens=args.chunk_tokens,
+        overlap=args.overlap,
+        skip_unreadable=(lambda p, why: skipped.append((str(p), why)))
+        if args.skip_unreadable
+        else None,
+    )
+    try:
+        report = _index(args, docs, skipped)
+    except UnreadableFileError as exc:
+        raise UnreadableFileError(f"{exc} (--skip-unreadable skips such files)") from exc
+    changes = f"{report.replaced} stale chunks replaced, {report.pruned} pruned"
+    _out(
+        f"indexed {report.documents} documents from {report.files} files into "
+        f"{args.qdrant or args.store or args.chroma_host} ({changes})"
+    )
+    if report.skipped:
+        _out(
+            f"skipped {len(report.skipped)} unreadable files (the store keeps what it had of them):"
+        )
+        for path, why in report.skipped:
+            _out(f"  {path}: {why}")
+    return 0
+
+
+def _index(args: argparse.Namespace, docs: Any, skipped: list[tuple[str, str]]) -> Any:
+    """Write ``docs`` into the store ``args`` names, behind a progress bar; the report."""
     import itertools
 
     from tqdm import tqdm
 
     from corrective_rag.cli.wiring import open_store
-    from corrective_rag.store.indexing import index_documents, read_paths
+    from corrective_rag.store.indexing import index_documents
 
-    if args.no_progress:
-        quiet_progress()
-    docs = read_paths(args.paths, chunk_tokens=args.chunk_tokens, overlap=args.overlap)
     first = next(docs, None)  # a folder with nothing to index fails before a store is made
     if first is None:
-        raise InputError(f"no documents found in {', '.join(args.paths)}")
+        also = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
+        raise InputError(f"no documents found in {', '.join(args.paths)}{also}")
     bars: list[Any] = []  # shown from the first write on: a bad first file prints one line
 
     def progress(n: int) -> None:
@@ -179,22 +211,17 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     try:
         with open_store(options(args), create=True) as store:
-            report = index_documents(
+            return index_documents(
                 store,
                 itertools.chain([first], docs),
                 roots=args.paths,
                 prune=args.prune,
                 progress=progress,
+                skipped=skipped,
             )
     finally:
         for bar in bars:
             bar.close()
-    changes = f"{report.replaced} stale chunks replaced, {report.pruned} pruned"
-    _out(
-        f"indexed {report.documents} documents from {report.files} files into "
-        f"{args.qdrant or args.store or args.chroma_host} ({changes})"
-    )
-    return 0
 
 
 def _table(result: Any) -> str:

@@ -157,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also delete documents of files no longer found under the given folders",
     )
+    p.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="skip files that are not UTF-8 text, empty or binary (listed at the end) "
+        "instead of stopping at the first",
+    )
     p.add_argument("--no-progress", action="store_true")
     _pipeline_flags(p)
     p.set_defaults(handler="cmd_index")

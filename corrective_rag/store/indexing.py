@@ -14,7 +14,7 @@ with whole documents, so that ids match the collection's relevance judgements.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,9 @@ class IndexReport:
     documents: int  # documents written (added or replaced)
     replaced: int  # chunks deleted because their file no longer has them
     pruned: int  # documents deleted because their file is gone
+    # (path, reason) of each file skipped as unreadable (``skip_unreadable=True``); what the
+    # store held of it is left as it was
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 def beir_corpus(path: Path) -> Path | None:
@@ -57,7 +60,11 @@ def beir_corpus(path: Path) -> Path | None:
 
 
 def _documents(
-    paths: list[Path], chunk_tokens: int | None, overlap: int, counter: Windower | None
+    paths: list[Path],
+    chunk_tokens: int | None,
+    overlap: int,
+    counter: Windower | None,
+    skip_unreadable: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Document]:
     beir = [c for c in map(beir_corpus, paths) if c is not None]
     files = [p for p in paths if beir_corpus(p) is None]
@@ -65,7 +72,11 @@ def _documents(
         yield from iter_documents(beir, chunk_tokens=None, skip_empty=True)
     if files:
         yield from iter_documents(
-            files, chunk_tokens=chunk_tokens, overlap=overlap, counter=counter
+            files,
+            chunk_tokens=chunk_tokens,
+            overlap=overlap,
+            counter=counter,
+            skip_unreadable=skip_unreadable,
         )
 
 
@@ -75,14 +86,19 @@ def read_paths(
     chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
     overlap: int = DEFAULT_OVERLAP,
     counter: Windower | None = None,
+    skip_unreadable: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Document]:
     """The documents :func:`index_paths` writes, file after file, read as they are consumed.
+
+    ``skip_unreadable``: called with each file that cannot be read as text and why, which is
+    then skipped whole (see :func:`~corrective_rag.store.loaders.iter_documents`); without it
+    such a file raises :class:`~corrective_rag.store.loaders.UnreadableFileError`.
 
     Raises:
         InputError: a path does not exist (raised at once, before any file is read).
     """
     resolved = _resolved(paths)
-    return _documents(resolved, chunk_tokens, overlap, counter)
+    return _documents(resolved, chunk_tokens, overlap, counter, skip_unreadable)
 
 
 def _resolved(paths: PathArg | Iterable[PathArg]) -> list[Path]:
@@ -104,6 +120,7 @@ def index_paths(
     prune: bool = False,
     batch: int = DEFAULT_WRITE_BATCH,
     progress: Callable[[int], None] | None = None,
+    skip_unreadable: bool = False,
 ) -> IndexReport:
     """Index files and folders into ``store`` (a :class:`~corrective_rag.store.hybrid.HybridStore`).
 
@@ -116,13 +133,31 @@ def index_paths(
         prune: also delete documents of files under the given folders that are gone.
         batch: documents per store write.
         progress: called with the number of documents after each write.
+        skip_unreadable: skip a file that cannot be read as text (not UTF-8, empty, holding
+            NUL) instead of stopping there; the report lists it, and what the store held of it
+            is left as it was (pruning does not count it as gone).
 
     Raises:
-        InputError: a path is missing or holds no documents (nothing is deleted then).
+        InputError: a path is missing or holds no documents (nothing is deleted then);
+            :class:`~corrective_rag.store.loaders.UnreadableFileError` for an unreadable file
+            without ``skip_unreadable`` (the files before it are indexed).
     """
-    documents = read_paths(paths, chunk_tokens=chunk_tokens, overlap=overlap, counter=counter)
+    skipped: list[tuple[str, str]] = []
+    documents = read_paths(
+        paths,
+        chunk_tokens=chunk_tokens,
+        overlap=overlap,
+        counter=counter,
+        skip_unreadable=(lambda p, why: skipped.append((str(p), why))) if skip_unreadable else None,
+    )
     return index_documents(
-        store, documents, roots=paths, prune=prune, batch=batch, progress=progress
+        store,
+        documents,
+        roots=paths,
+        prune=prune,
+        batch=batch,
+        progress=progress,
+        skipped=skipped,
     )
 
 
@@ -134,6 +169,7 @@ def index_documents(
     prune: bool = False,
     batch: int = DEFAULT_WRITE_BATCH,
     progress: Callable[[int], None] | None = None,
+    skipped: Sequence[tuple[str, str]] = (),
 ) -> IndexReport:
     """Write :func:`read_paths`' documents, replacing each file's chunks as one unit.
 
@@ -144,6 +180,9 @@ def index_documents(
         prune: delete documents of files under a folder of ``roots`` that were not read.
         batch: documents per store write.
         progress: called with the number of documents after each write.
+        skipped: (path, reason) of the files the reading skipped as unreadable, filled while
+            ``documents`` is consumed: pruning leaves their documents alone, and the report
+            lists them.
     """
     pending: list[Document] = []
     finished: dict[str, set[str]] = {}  # source -> its ids, for files read whole into pending
@@ -180,9 +219,11 @@ def index_documents(
     flush()
     resolved = _resolved(roots)
     if not seen:
-        raise InputError(f"no documents found in {', '.join(map(str, resolved))}")
-    pruned = _prune(store, resolved, set(seen)) if prune else 0
-    report = IndexReport(len(seen), written, replaced, pruned)
+        also = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
+        raise InputError(f"no documents found in {', '.join(map(str, resolved))}{also}")
+    kept = set(seen) | {path for path, _ in skipped}  # a skipped file is not gone
+    pruned = _prune(store, resolved, kept) if prune else 0
+    report = IndexReport(len(seen), written, replaced, pruned, tuple(skipped))
     log.info("indexed", files=report.files, documents=written, replaced=replaced, pruned=pruned)
     return report
 

@@ -25,9 +25,10 @@ into the file's text or the record's text) and, for JSONL, ``line`` (1-based).
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,12 @@ from corrective_rag.types import Document
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
     "DEFAULT_OVERLAP",
+    "UnreadableFileError",
     "canonical_path",
     "chunk_text",
     "iter_documents",
     "load_documents",
+    "unreadable_reason",
 ]
 
 # 256 tokens (with [CLS] and [SEP]) is what all-MiniLM-L6-v2 reads before truncating; a longer
@@ -64,6 +67,35 @@ log = structlog.get_logger(__name__)
 
 class EmptyRecordError(InputError):
     """A JSONL record with neither title nor text (skipped with ``skip_empty=True``)."""
+
+
+class UnreadableFileError(InputError):
+    """A file that cannot be read as text: not UTF-8, empty, holding NUL, or not readable."""
+
+
+def unreadable_reason(path: Path) -> str | None:
+    """Why ``path`` cannot be indexed as a text or JSONL file, or ``None`` when it can.
+
+    Reads the file once, in blocks (a large file costs no memory): it must be UTF-8 (a BOM is
+    fine), hold something besides white space, and hold no NUL character.
+    """
+    if path.suffix.lower() not in TEXT_SUFFIXES + JSONL_SUFFIXES:
+        return f"unsupported file type {path.suffix.lower() or '(none)'!r}"
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    blank = True
+    try:
+        with path.open("rb") as fh:
+            while block := fh.read(BLOCK_READ):
+                text = decoder.decode(block)
+                if "\x00" in text:
+                    return "holds NUL characters (binary?)"
+                blank = blank and not text.strip()
+            blank = blank and not decoder.decode(b"", final=True).strip()
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text ({exc})"
+    except OSError as exc:
+        return f"cannot read ({exc})"
+    return "file is empty" if blank else None
 
 
 def canonical_path(path: PathArg) -> str:
@@ -142,18 +174,18 @@ def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
                     yield Document(f"{path}#{number}", w.text, chunk_meta)
                     number += 1
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc})") from exc
+        raise UnreadableFileError(f"not UTF-8 text ({exc})") from exc
     except OSError as exc:
-        raise InputError(f"cannot read ({exc})") from exc
+        raise UnreadableFileError(f"cannot read ({exc})") from exc
 
 
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc})") from exc
+        raise UnreadableFileError(f"not UTF-8 text ({exc})") from exc
     except OSError as exc:
-        raise InputError(f"cannot read ({exc})") from exc
+        raise UnreadableFileError(f"cannot read ({exc})") from exc
 
 
 def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any]]:
@@ -236,6 +268,7 @@ def iter_documents(
     overlap: int = DEFAULT_OVERLAP,
     counter: Windower | None = None,
     skip_empty: bool = False,
+    skip_unreadable: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Document]:
     """Yield Documents from files, one file (and one JSONL line) at a time.
 
@@ -250,6 +283,11 @@ def iter_documents(
             with ``max_tokens`` refuses a ``chunk_tokens`` above it.
         skip_empty: skip (and log) JSONL records with no text instead of raising; some public
             corpora (Cranfield) have a few.
+        skip_unreadable: skip a whole file that cannot be read as text
+            (:func:`unreadable_reason`: not UTF-8, empty, holding NUL, unreadable or of an
+            unknown kind), calling this with its path and the reason, instead of raising
+            :class:`UnreadableFileError`. Each file is then read twice (checked first, so that
+            none is half indexed).
 
     Raises:
         InputError: a file is missing, unreadable, not UTF-8, of an unknown kind, a JSONL line
@@ -261,11 +299,25 @@ def iter_documents(
         counter = _check_window(chunk_tokens, overlap, counter)
     options: dict[str, Any] = {"counter": counter, "size": chunk_tokens, "overlap": overlap}
     seen: dict[str, str] = {}  # id -> where it came from: a repeated id would overwrite silently
-    for doc, where in _located(_expand(paths), options, skip_empty):
+    files = _expand(paths)
+    if skip_unreadable is not None:
+        files = _readable(files, skip_unreadable)
+    for doc, where in _located(files, options, skip_empty):
         if doc.id in seen:
             raise InputError(f"{where}: duplicate document id {doc.id!r} (first at {seen[doc.id]})")
         seen[doc.id] = where
         yield doc
+
+
+def _readable(files: Iterable[Path], skipped: Callable[[Path, str], None]) -> Iterator[Path]:
+    """``files`` without those :func:`unreadable_reason` refuses, each reported to ``skipped``."""
+    for path in files:
+        reason = unreadable_reason(path)
+        if reason is None:
+            yield path
+        else:
+            log.warning("file_skipped", path=str(path), reason=reason)
+            skipped(path, reason)
 
 
 def _located(
@@ -280,10 +332,12 @@ def _located(
                 for doc in _file_chunks(path, options):
                     empty = False
                     yield doc, str(path)
+            except UnreadableFileError as exc:
+                raise UnreadableFileError(f"{path}: {exc}") from exc
             except InputError as exc:  # NUL or an unencodable character in the text
-                raise InputError(f"{path}: {exc}") from exc
+                raise UnreadableFileError(f"{path}: {exc}") from exc
             if empty:
-                raise InputError(f"{path}: file is empty")
+                raise UnreadableFileError(f"{path}: file is empty")
         elif suffix in JSONL_SUFFIXES:
             try:
                 with path.open(encoding="utf-8-sig") as fh:
@@ -306,9 +360,9 @@ def _located(
                         for doc in chunks:
                             yield doc, f"{path}:{number}"
             except UnicodeDecodeError as exc:
-                raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
+                raise UnreadableFileError(f"{path}: not UTF-8 text ({exc})") from exc
         else:
-            raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}")
+            raise UnreadableFileError(f"{path}: unsupported file type {suffix or '(none)'!r}")
 
 
 def load_documents(

@@ -11,7 +11,12 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.models.embeddings import ModelTokenizer
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.indexing import index_paths
-from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, load_documents
+from corrective_rag.store.loaders import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_OVERLAP,
+    UnreadableFileError,
+    load_documents,
+)
 
 LONG = " ".join(f"Sentence number {i} talks about topic {i % 7} and more." for i in range(400))
 
@@ -110,3 +115,60 @@ def test_cli_index_defaults_and_prune(tmp_path, capsys) -> None:
     assert (DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP) == (args.chunk_tokens, args.overlap)
     with HybridStore.open(store_dir) as s:
         assert [f"{os.path.realpath(docs)}/a.txt#0"] == s.ids()
+
+
+def _mixed_folder(tmp_path):
+    """A folder of two good files, one Latin-1, one empty and one binary file named .txt."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Owls hunt at night.", encoding="utf-8")
+    (docs / "z.md").write_text("Bees make honey.", encoding="utf-8")
+    (docs / "latin.txt").write_bytes("Café crème brûlée.".encode("latin-1"))
+    (docs / "empty.md").write_text("  \n", encoding="utf-8")
+    (docs / "blob.txt").write_bytes(b"PK\x03\x04\x00\x00binary")
+    return docs
+
+
+def test_unreadable_files_are_skipped_whole_and_listed(tmp_path, store) -> None:
+    """skip_unreadable indexes every readable file and reports each skipped one with its reason;
+    without it the first unreadable file stops the indexing with its name."""
+    docs = _mixed_folder(tmp_path)
+    with pytest.raises(UnreadableFileError, match=r"blob\.txt"):
+        index_paths(store, [docs])
+    report = index_paths(store, [docs], skip_unreadable=True)
+    assert {f"{docs}/a.txt#0", f"{docs}/z.md#0"} == set(store.ids())
+    reasons = dict(report.skipped)
+    assert {f"{docs}/blob.txt", f"{docs}/empty.md", f"{docs}/latin.txt"} == set(reasons)
+    assert "NUL" in reasons[f"{docs}/blob.txt"]
+    assert "empty" in reasons[f"{docs}/empty.md"]
+    assert "not UTF-8" in reasons[f"{docs}/latin.txt"]
+    assert 2 == report.files
+
+
+def test_prune_keeps_what_the_store_had_of_a_file_that_became_unreadable(tmp_path, store) -> None:
+    """A file indexed before and unreadable now is skipped, not pruned: its chunks stay."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Owls hunt at night.", encoding="utf-8")
+    (docs / "b.txt").write_text("Bees make honey.", encoding="utf-8")
+    index_paths(store, [docs])
+    (docs / "b.txt").write_bytes("Bees make honey, café.".encode("latin-1"))
+    report = index_paths(store, [docs], prune=True, skip_unreadable=True)
+    assert (0, 1) == (report.pruned, len(report.skipped))
+    assert {f"{docs}/a.txt#0", f"{docs}/b.txt#0"} == set(store.ids())
+
+
+def test_cli_index_skip_unreadable(tmp_path, capsys) -> None:
+    """`index` names the unreadable file and the flag; with --skip-unreadable it lists them."""
+    docs = _mixed_folder(tmp_path)
+    store_dir = str(tmp_path / "store")
+    assert 1 == main(["index", str(docs), "--store", store_dir, "--no-progress"])
+    err = capsys.readouterr().err
+    assert "blob.txt" in err and "--skip-unreadable" in err
+    assert 0 == main(
+        ["index", str(docs), "--store", store_dir, "--no-progress", "--skip-unreadable"]
+    )
+    out = capsys.readouterr().out
+    assert "indexed 2 documents from 2 files" in out
+    assert "skipped 3 unreadable files" in out
+    assert "latin.txt: not UTF-8" in out
