@@ -181,9 +181,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"{args.qdrant or args.store or args.chroma_host} ({changes})"
     )
     if report.skipped:
-        _out(
-            f"skipped {len(report.skipped)} unreadable files (the store keeps what it had of them):"
-        )
+        n = len(report.skipped)
+        files = "file" if n == 1 else "files"
+        _out(f"skipped {n} unreadable {files} (the store keeps what it had of them):")
         for path, why in report.skipped:
             _out(f"  {path}: {why}")
     return 0
