@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import DuplicateIdError, InputError
+from corrective_rag.inputs import check_int, check_query
 from corrective_rag.store.dense import RESERVED_PREFIX
 from corrective_rag.types import Document
 
-__all__ = ["MAX_TEXT_CHARS", "check_unique", "validate_documents", "validate_ids"]
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "MAX_TOP_K",
+    "check_search",
+    "check_unique",
+    "validate_documents",
+    "validate_ids",
+]
 
 # The embedding model reads ~256 tokens (~1 KB) of a text; a megabyte document is indexed by its
 # first lines only and stalls the write for tens of seconds. Longer texts belong in chunks.
 MAX_TEXT_CHARS = 1_000_000
+MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
+
+
+def check_search(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:
+    """The arguments of a store's ``retrieve`` and ``search``, checked alike by every store."""
+    check_query(query, what="query")
+    check_int(top_k, "top_k", minimum=1, maximum=MAX_TOP_K)
+    if where is not None and (not isinstance(where, Mapping) or not where):
+        raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
 
 
 def _as_list(items: Any, what: str) -> list[Any]:

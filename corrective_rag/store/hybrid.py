@@ -32,14 +32,21 @@ from corrective_rag.errors import (
     StoreConsistencyError,
     StoreError,
 )
-from corrective_rag.inputs import check_int, check_query
+from corrective_rag.inputs import check_int
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.bm25 import BM25Index
-from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
+from corrective_rag.store.checks import (
+    MAX_TOP_K,
+    check_search,
+    check_unique,
+    validate_documents,
+    validate_ids,
+)
 from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
 from corrective_rag.store.dense import DenseIndex, Record, embed_documents
 from corrective_rag.store.fusion import ConvexFusion, Fusion
+from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.persist import (
     SavedBM25,
     WriterLock,
@@ -48,7 +55,7 @@ from corrective_rag.store.persist import (
     rebuild,
 )
 from corrective_rag.text import tokenize
-from corrective_rag.types import Document, Hit, LegScore
+from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
 
@@ -61,7 +68,6 @@ DEFAULT_CANDIDATES = 100
 # Equal weights on both legs' normalised scores: no leg is trusted more a priori. Measured over
 # cisi, cranfield, cacm and hotpotqa-500 (README), it beat RRF k=60 and alpha 0.3-0.7 on average.
 DEFAULT_ALPHA = 0.5
-MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
 LEGS = ("bm25", "dense")
 
 
@@ -398,7 +404,7 @@ class HybridStore:
                 both legs.
         """
         self._check_open()
-        self._check_query(query, top_k, where)
+        check_search(query, top_k, where)
         with _reading("retrieve"):  # no lock: readers run in parallel (see _runs)
             runs = self._runs(query, max(self.candidates, top_k), where, ("bm25", "dense"))
             if runs is None:
@@ -421,19 +427,12 @@ class HybridStore:
         self._check_open()
         if leg not in LEGS:
             raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
-        self._check_query(query, top_k, where)
+        check_search(query, top_k, where)
         with _reading("search"):
             runs = self._runs(query, top_k, where, (leg,))
             if runs is None:
                 return []
             return self._hits(runs[leg], runs)
-
-    @staticmethod
-    def _check_query(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:
-        check_query(query, what="query")
-        check_int(top_k, "top_k", minimum=1, maximum=MAX_TOP_K)
-        if where is not None and (not isinstance(where, Mapping) or not where):
-            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
@@ -459,18 +458,10 @@ class HybridStore:
     def _hits(
         self, ranked: Sequence[tuple[str, float]], runs: Mapping[str, Sequence[tuple[str, float]]]
     ) -> list[Hit]:
-        documents = self._dense.documents([doc_id for doc_id, _ in ranked])
-        legs: dict[str, list[LegScore]] = {}
-        for name, run in runs.items():
-            for rank, (doc_id, score) in enumerate(run, start=1):
-                legs.setdefault(doc_id, []).append(LegScore(name, rank, score))
-        if len(documents) < len(ranked):  # another client deleted them on a shared server
-            log.warning("hits_vanished", missing=len(ranked) - len(documents))
-        found = [(doc_id, score) for doc_id, score in ranked if doc_id in documents]
-        return [
-            Hit(documents[doc_id], score, rank, tuple(legs.get(doc_id, ())))
-            for rank, (doc_id, score) in enumerate(found, start=1)
-        ]
+        hits = assemble_hits(ranked, runs, self._dense.documents([doc_id for doc_id, _ in ranked]))
+        if len(hits) < len(ranked):  # another client deleted them on a shared server
+            log.warning("hits_vanished", missing=len(ranked) - len(hits))
+        return hits
 
     # -- writing -----------------------------------------------------------------------------
 

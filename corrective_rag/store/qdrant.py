@@ -36,15 +36,19 @@ import structlog
 from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, StoreError
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
-from corrective_rag.store.checks import check_unique, validate_documents, validate_ids
+from corrective_rag.store.checks import (
+    MAX_TOP_K,
+    check_search,
+    check_unique,
+    validate_documents,
+    validate_ids,
+)
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.hybrid import (
     DEFAULT_ALPHA,
     DEFAULT_CANDIDATES,
     LEGS,
-    MAX_TOP_K,
-    HybridStore,
 )
 from corrective_rag.store.qdrant_where import METADATA_KEY, to_qdrant_filter
 from corrective_rag.store.sparse_bm25 import (
@@ -333,7 +337,7 @@ class QdrantStore:
                 :mod:`corrective_rag.store.qdrant_where`), applied to both legs.
         """
         self._check_open()
-        HybridStore._check_query(query, top_k, where)  # the same arguments, checked alike
+        check_search(query, top_k, where)
         runs = self._runs(query, max(self.candidates, top_k), where, LEGS)
         if runs is None:
             return []
@@ -355,7 +359,7 @@ class QdrantStore:
         self._check_open()
         if leg not in LEGS:
             raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
-        HybridStore._check_query(query, top_k, where)  # the same arguments, checked alike
+        check_search(query, top_k, where)
         runs = self._runs(query, top_k, where, (leg,))
         if runs is None:
             return []
