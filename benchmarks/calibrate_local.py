@@ -3,7 +3,7 @@
 For every query of every collection given, take the documents the judge would be sent (the top
 10 hybrid hits in two calls of 5, or with ``--judged loop`` what the corrective loop at its
 defaults sends), judge them with ``LocalEvaluator``'s own scoring (``direct_features`` and
-``judge_features``, the later call compared with the earlier documents as the loop does) and
+``pool_features``, the later call compared with the earlier documents as the loop does) and
 compare "relevant" with the qrels: precision, recall and F1 per collection.
 
 Beside the judge, on the same judged documents, the trivial rules: keep all, keep the first k
@@ -49,9 +49,9 @@ from corrective_rag.evaluate.local import (
     LocalEvaluator,
     LocalFeatures,
     LocalWeights,
-    keep_from,
-    pool_features,
 )
+from corrective_rag.evaluate.pool import pool_features
+from corrective_rag.evaluate.selection import keep_from
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.local import LocalRewriter

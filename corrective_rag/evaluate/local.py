@@ -47,21 +47,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 import structlog
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.evaluate.links import link_features
 from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
-from corrective_rag.evaluate.selection import expected_f1_cut
+from corrective_rag.evaluate.pool import pool_features
+from corrective_rag.evaluate.selection import keep_from
 from corrective_rag.inputs import check_query
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import (
     MIN_SENTENCE_CHARS,
-    bm25_scores,
     check_idf,
     coverage,
     names_phrase,
@@ -86,21 +84,12 @@ __all__ = [
     "LocalEvaluator",
     "LocalFeatures",
     "LocalWeights",
-    "judge_features",
-    "keep_from",
-    "pool_features",
     "verdict_score",
 ]
 
 log = structlog.get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
-# The gaps are taken from the best document judged for the question, not from the mean of all:
-# the mean of all falls as more are judged, so the same document was kept among 15 weak ones and
-# dropped among the loop's first 5. The best one hardly moves once the first call is judged, so
-# the loop's first batch of 5 is judged as strictly as the same 5 among 15 (the mean of the best
-# three kept 31 more false positives in the loop's first batch on HotpotQA-500).
-_GAP_REFERENCE = 1
 # Fitted by `python benchmarks/calibrate_local.py HOTPOTQA CISI CRANFIELD CACM --judged loop --fit`
 # over HotpotQA-500, CISI, Cranfield and CACM pooled (each collection weighs the same): logistic
 # regression (scipy BFGS, light ridge) on the documents the corrective loop at its defaults sends
@@ -203,12 +192,12 @@ class LocalEvaluator:
     def direct_features(self, question: str, documents: Sequence[Document]) -> list[LocalFeatures]:
         """Each document's own evidence, before gaps and links (one batched embedding call).
 
-        These depend on the question and the document only, not on the weights nor on the
-        other documents; :func:`judge_features` completes them. An embedder with
-        ``embed_spans`` (the default one) gives each document's vector and its sentences'
-        vectors from one forward pass of the document (a sentence's vector pools the
-        document's contextual token embeddings inside it); any other embedder embeds the
-        question, the documents and their sentences separately, in one call.
+        These depend on the question and the document only, not on the weights nor on the other
+        documents; :func:`~corrective_rag.evaluate.pool.pool_features` completes them. An embedder
+        with ``embed_spans`` (the default one) gives each document's vector and its sentences'
+        vectors from one forward pass of the document (a sentence's vector pools the document's
+        contextual token embeddings inside it); any other embedder embeds the question, the
+        documents and their sentences separately, in one call.
         """
         _check(question, documents)
         if not documents:
@@ -350,80 +339,6 @@ class LocalEvaluator:
         )
 
 
-def judge_features(
-    weights: LocalWeights,
-    question_weights: dict[str, float],
-    documents: Sequence[Document],
-    direct: Sequence[LocalFeatures],
-    *,
-    context: Sequence[Document] = (),
-    context_direct: Sequence[LocalFeatures] = (),
-    link_titles: bool | None = None,
-) -> list[LocalFeatures]:
-    """Complete the direct features of ``documents``, compared with ``context`` too.
-
-    The first ``len(documents)`` of :func:`pool_features` over both.
-    """
-    return pool_features(
-        weights,
-        question_weights,
-        [*documents, *context],
-        [*direct, *context_direct],
-        link_titles=link_titles,
-    )[: len(documents)]
-
-
-def pool_features(
-    weights: LocalWeights,
-    question_weights: dict[str, float],
-    documents: Sequence[Document],
-    direct: Sequence[LocalFeatures],
-    *,
-    link_titles: bool | None = None,
-) -> list[LocalFeatures]:
-    """Complete the direct features of the documents judged for a question, among one another.
-
-    A pure function (the calibration benchmark fits the weights through it): the gaps compare
-    each document with the best of them, ``bm25`` with their best BM25; the links look for
-    namers among them, weighed by their direct scores under ``weights``. With ``link_titles``
-    ``None`` the links are looked for only when some document has a title.
-    """
-    if len(documents) != len(direct):
-        raise InputError("documents and direct features must have the same length")
-    if not direct:
-        return []
-    gapped = _relative_bm25(question_weights, _gaps(list(direct), list(direct)))
-    titled = any(title_phrase(d.metadata.get("title")) for d in documents)
-    if link_titles is False or (link_titles is None and not titled):
-        return gapped
-    scores = [weights.score(f) for f in gapped]
-    return link_features(question_weights, documents, gapped, scores, [])
-
-
-def keep_from(probabilities: Sequence[float], floor: float, keep_at: float = 1.0) -> float:
-    """The least probability a document judged for the question needs to be kept.
-
-    The expected-F1 cut of the question's judged documents
-    (:func:`~corrective_rag.evaluate.selection.expected_f1_cut`), never above ``keep_at`` nor
-    below ``floor``.
-    """
-    return max(min(expected_f1_cut(probabilities), keep_at), floor)
-
-
-def _relative_bm25(
-    question_weights: dict[str, float], features: list[LocalFeatures]
-) -> list[LocalFeatures]:
-    """Each document's BM25 over the best among ``features`` (0.0 when none holds a term)."""
-    scores = bm25_scores(
-        question_weights, [dict(f.counts) for f in features], [f.length for f in features]
-    )
-    best = max(scores, default=0.0)
-    return [
-        replace(f, bm25=score / best if best > 0 else 0.0)
-        for f, score in zip(features, scores, strict=True)
-    ]
-
-
 def _context_documents(judged: Sequence[Document], documents: Sequence[Document]) -> list[Document]:
     """``judged`` without the documents of the batch and without repeats, in order."""
     if isinstance(judged, str | bytes) or not isinstance(judged, Sequence):
@@ -438,26 +353,6 @@ def _context_documents(judged: Sequence[Document], documents: Sequence[Document]
             seen.add(doc.id)
             context.append(doc)
     return context
-
-
-def _gaps(raw: list[LocalFeatures], pool: list[LocalFeatures]) -> list[LocalFeatures]:
-    """Each document's features less the mean of the best ``_GAP_REFERENCE`` values of each.
-
-    How a document compares with the others judged for the same question is evidence that
-    travels across collections better than the raw cosines, whose scale depends on the
-    question's wording and the collection's style.
-    """
-    values = np.array([f.vector()[:3] for f in pool], dtype=np.float64)
-    reference = np.sort(values, axis=0)[-_GAP_REFERENCE:].mean(axis=0)
-    return [
-        replace(
-            f,
-            dense_gap=f.dense - float(reference[0]),
-            sentence_gap=f.sentence - float(reference[1]),
-            coverage_gap=f.coverage - float(reference[2]),
-        )
-        for f in raw
-    ]
 
 
 def verdict_score(probability: float, threshold: float) -> float:

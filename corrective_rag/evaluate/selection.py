@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["expected_f1_cut"]
+__all__ = ["expected_f1_cut", "keep_from"]
 
 
 def expected_f1_cut(probabilities: Sequence[float]) -> float:
@@ -33,3 +33,12 @@ def expected_f1_cut(probabilities: Sequence[float]) -> float:
         if value > best + 1e-12:
             best, cut = value, p
     return cut
+
+
+def keep_from(probabilities: Sequence[float], floor: float, keep_at: float = 1.0) -> float:
+    """The least probability a document judged for the question needs to be kept.
+
+    The expected-F1 cut of the question's judged documents (:func:`expected_f1_cut`), never
+    above ``keep_at`` nor below ``floor``.
+    """
+    return max(min(expected_f1_cut(probabilities), keep_at), floor)

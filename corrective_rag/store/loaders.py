@@ -332,9 +332,7 @@ def _located(
                 for doc in _file_chunks(path, options):
                     empty = False
                     yield doc, str(path)
-            except UnreadableFileError as exc:
-                raise UnreadableFileError(f"{path}: {exc}") from exc
-            except InputError as exc:  # NUL or an unencodable character in the text
+            except InputError as exc:  # unreadable, or NUL or an unencodable character in it
                 raise UnreadableFileError(f"{path}: {exc}") from exc
             if empty:
                 raise UnreadableFileError(f"{path}: file is empty")

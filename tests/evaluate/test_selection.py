@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corrective_rag.evaluate.local import keep_from
-from corrective_rag.evaluate.selection import expected_f1_cut
+from corrective_rag.evaluate.selection import expected_f1_cut, keep_from
 
 
 def test_two_stand_outs_among_weak_documents_keep_two():
