@@ -23,6 +23,7 @@ from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, 
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
 from corrective_rag.llm.scope import call_scope
 from corrective_rag.loop.budget import Budget, documents_per_call
+from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.stopping import enough_relevant
@@ -43,7 +44,6 @@ from corrective_rag.types import (
     IterationRecord,
     Judged,
     KeptDocument,
-    LegScore,
     PhaseUsage,
     Proposal,
     Retrieved,
@@ -408,7 +408,7 @@ class CorrectiveRAGOrchestrator:
         cap = st.top_k
         left = st.document_cap(self._docs_per_call)
         cap = cap if left is None else min(cap, left)
-        picked = _take_turns(hits, st.judged, cap, fused=len(queries) > 1, record=st.lanes)
+        picked = take_turns(hits, st.judged, cap, fused=len(queries) > 1, record=st.lanes)
         taken: list[Hit] = []
         skipped: list[str] = []
         fresh: list[Hit] = []
@@ -543,66 +543,6 @@ def _proposal(steps: Sequence[_Step]) -> Proposal | None:
 def _stalled(st: _Run, steps: Sequence[_Step], proposal: Proposal) -> bool:
     """Nothing new kept, and the evaluator proposes a query already tried: no rewrite will help."""
     return not any(s.kept for s in steps) and repeats(proposal.query, st.question, st.tried)
-
-
-def _take_turns(
-    hits: Sequence[Hit],
-    judged: Mapping[str, Verdict],
-    cap: int,
-    *,
-    fused: bool,
-    record: Mapping[str, tuple[int, int]],
-) -> dict[str, str]:
-    """Up to ``cap`` unjudged hits, each mapped to the query lane that took it.
-
-    With one query these are its first unjudged hits (lane ``question``). With the question and
-    a rewrite, each lane offers its own next-best unjudged hits, and a rewrite must earn its
-    slots: it gets one (its best hit, a probe) while the rest go to the question's next-best
-    hits, the documents a single search of the question would judge next. A rewrite whose
-    documents were kept at least as often per document judged as the question's, the last time
-    each was judged (``record``: lane -> kept, judged), takes slots in turn with the question
-    instead, first if its rate is higher. So a rewrite adds to what the question finds and
-    wins slots by finding relevant documents, never just by being new.
-    """
-    lanes: dict[str, list[tuple[int, str]]] = {}
-    for hit in hits:
-        if hit.document.id not in judged:
-            # a fused hit's legs are the queries that found it; one query's hits are one lane.
-            # A hit the question found too is the question's: only what a rewrite alone
-            # finds can show that the rewrite adds something.
-            legs = hit.legs if fused else (LegScore("question", hit.rank, hit.score),)
-            mine = [leg for leg in legs if leg.leg == "question"] or legs
-            for leg in mine:
-                lanes.setdefault(leg.leg, []).append((leg.rank, hit.document.id))
-    bar = _rate(record, "question")
-    trusted = sorted(
-        (
-            n
-            for n in lanes
-            if n == "question" or (record.get(n, (0, 0))[0] and _rate(record, n) >= bar)
-        ),
-        key=lambda n: (-_rate(record, n), n != "question", n),
-    )
-    probation = sorted(n for n in lanes if n not in trusted)
-    queues = {name: sorted(ranked) for name, ranked in lanes.items()}
-    picked: dict[str, str] = {}
-    for group, once in ((trusted, True), (probation, True), (trusted, False), (probation, False)):
-        while len(picked) < cap and any(queues[name] for name in group):
-            for name in group:
-                queue = queues[name]
-                while queue and queue[0][1] in picked:
-                    queue.pop(0)
-                if queue and len(picked) < cap:
-                    picked[queue.pop(0)[1]] = name
-            if once:
-                break
-    return picked
-
-
-def _rate(record: Mapping[str, tuple[int, int]], lane: str) -> float:
-    """Documents kept per document judged when ``lane`` was last judged (0 with no record)."""
-    kept, seen = record.get(lane, (0, 0))
-    return kept / seen if seen else 0.0
 
 
 def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:
