@@ -11,15 +11,15 @@ import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import surrogate_at
+from corrective_rag.models.batching import LRU, Batcher
 from corrective_rag.models.tokens import TokenWindow
 
 if TYPE_CHECKING:
@@ -204,14 +204,14 @@ class SentenceTransformerEmbedder:
         self.span_precision = (
             _native_precision(device) if span_precision == "auto" else span_precision
         )
-        self._cache: _LRU[Vector] = _LRU(cache_size, lambda v: 1)
-        self._span_cache: _LRU[tuple[Vector, Vector]] = _LRU(cache_size, lambda r: 1 + len(r[1]))
+        self._cache: LRU[Vector] = LRU(cache_size, lambda v: 1)
+        self._span_cache: LRU[tuple[Vector, Vector]] = LRU(cache_size, lambda r: 1 + len(r[1]))
         self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()  # guards the caches only, never held while encoding
         self._load_lock = threading.Lock()
         self._model_lock = threading.Lock()  # one forward pass at a time, embed or embed_spans
-        self._batcher: _Batcher[str, Vector] = _Batcher(self._encode)
-        self._span_batcher: _Batcher[tuple[str, Spans], tuple[Vector, Vector]] = _Batcher(
+        self._batcher: Batcher[str, Vector] = Batcher(self._encode)
+        self._span_batcher: Batcher[tuple[str, Spans], tuple[Vector, Vector]] = Batcher(
             self._encode_spans
         )
         self.texts_embedded = 0  # how many texts went through the model (cache misses)
@@ -267,8 +267,8 @@ class SentenceTransformerEmbedder:
 
     def _through_cache(
         self,
-        cache: _LRU[_R],
-        batcher: _Batcher[_T, _R],
+        cache: LRU[_R],
+        batcher: Batcher[_T, _R],
         keys: Sequence[str],
         items: Sequence[_T],
     ) -> dict[str, _R]:
@@ -461,100 +461,3 @@ def _pool_spans(
         inside = nonempty & (starts >= start) & (starts < end)
         pooled.append(_unit(states_np[inside].mean(axis=0)) if inside.any() else text_vector)
     return text_vector, _rows(pooled, text_vector.shape[0])
-
-
-class _LRU(Generic[_R]):
-    """Least recently used results, bounded by the vectors they hold (not thread-safe)."""
-
-    def __init__(self, capacity: int, size: Callable[[_R], int]) -> None:
-        self._capacity = capacity
-        self._size = size
-        self._held = 0
-        self._items: OrderedDict[str, _R] = OrderedDict()
-
-    def get(self, key: str) -> _R | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def update(self, fresh: dict[str, _R]) -> None:
-        for key, value in fresh.items():
-            size = self._size(value)
-            if size > self._capacity:
-                continue  # would evict everything and still not fit
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._held -= self._size(old)
-            self._items[key] = value
-            self._held += size
-        while self._held > self._capacity:
-            _, old = self._items.popitem(last=False)
-            self._held -= self._size(old)
-
-    def clear(self) -> None:
-        self._items.clear()
-        self._held = 0
-
-
-class _Request(Generic[_T, _R]):
-    """Items one caller waits for, and their results (or the error) once encoded."""
-
-    __slots__ = ("done", "error", "texts", "vectors")
-
-    def __init__(self, texts: list[_T]) -> None:
-        self.texts = texts
-        self.vectors: list[_R] = []
-        self.error: BaseException | None = None
-        self.done = False
-
-
-class _Batcher(Generic[_T, _R]):
-    """Group commit for encoding: concurrent callers' texts go through the model together.
-
-    A caller queues its texts; if no one is encoding, it becomes the leader, takes everything
-    queued and encodes it in one call, hands each caller its rows and wakes them. Callers that
-    arrive meanwhile wait and are served by the next leader, one of themselves. One caller alone
-    encodes at once (no added latency); N callers share forward passes instead of queueing N of
-    them, and the model is never used by two threads at a time.
-    """
-
-    def __init__(self, encode: Callable[[list[_T]], list[_R]]) -> None:
-        self._encode = encode
-        self._cond = threading.Condition()
-        self._queue: list[_Request[_T, _R]] = []
-        self._busy = False
-
-    def encode(self, texts: list[_T]) -> list[_R]:
-        request: _Request[_T, _R] = _Request(texts)
-        with self._cond:
-            self._queue.append(request)
-            while self._busy and not request.done:
-                self._cond.wait()
-            if not request.done:
-                self._busy = True
-                batch, self._queue = self._queue, []
-        if not request.done:
-            self._lead(batch)
-        if request.error is not None:
-            raise request.error
-        return request.vectors
-
-    def _lead(self, batch: list[_Request[_T, _R]]) -> None:
-        try:
-            vectors = self._encode([t for r in batch for t in r.texts])
-            if len(vectors) != sum(len(r.texts) for r in batch):
-                raise ConfigError(f"the model returned {len(vectors)} vectors")
-            start = 0
-            for r in batch:
-                r.vectors = vectors[start : start + len(r.texts)]
-                start += len(r.texts)
-        except BaseException as exc:  # every waiter gets the error, not only the leader
-            for r in batch:
-                r.error = exc
-        finally:
-            with self._cond:
-                for r in batch:
-                    r.done = True
-                self._busy = False
-                self._cond.notify_all()

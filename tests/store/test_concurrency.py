@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.models.embeddings import SentenceTransformerEmbedder, _Batcher
+from corrective_rag.models.batching import Batcher
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.types import Document
 
@@ -81,7 +82,7 @@ def test_concurrent_callers_share_one_encode() -> None:
             release.wait(WAIT)
         return [np.full(2, len(t), dtype=np.float32) for t in texts]
 
-    batcher = _Batcher(encode)
+    batcher = Batcher(encode)
     out: dict[str, list[float]] = {}
 
     def ask(text: str) -> None:
