@@ -6,7 +6,8 @@ first relevant paragraph), titles and informative terms, plus the question's ter
 document covers yet. Terms that only rejected documents contain are left out (they pull the search
 off topic), and phrases already tried are not proposed again. The result supplements the original
 question, which the orchestrator always searches too; it passes the same drift guard as the LLM
-rewriter.
+rewriter. Until a document is kept there is nothing to learn from, and it proposes nothing: the
+loop then judges the question's own next-best hits.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from corrective_rag.text.lexical import (
 )
 from corrective_rag.types import Judged, Rewrite, RewriteRequest
 
-__all__ = ["LocalRewriter"]
+__all__ = ["NOTHING_KEPT", "LocalRewriter"]
+
+NOTHING_KEPT = "no document kept yet: nothing to learn a new query from"
 
 log = structlog.get_logger(__name__)
 
@@ -95,18 +98,24 @@ class LocalRewriter:
         if not request.question.strip():
             raise InputError("question must be a non-empty string")
         relevant = [j for j in request.judged if j.verdict.relevant]
+        if not relevant:
+            # With nothing kept there are no new words to learn; a query of the question's own
+            # unmatched words searches less than the question does (on Cranfield, "effected
+            # region" for a question on heat transfer). The loop then judges the question's
+            # next-best hits instead, what a single search would judge.
+            return Rewrite(None, rejected=NOTHING_KEPT)
         rejected = [j for j in request.judged if j.verdict.relevant is False]
         idf = self.idf or _judged_idf(request.judged)
         question_weights = term_weights(content_terms(request.question), idf)
-        missing = _unmatched(question_weights, relevant, request.judged)
+        missing = _unmatched(question_weights, relevant)
         tried_terms = [content_terms(q) for q in request.tried_queries]
         candidates = _candidates(question_weights, relevant, rejected, idf, tried_terms)
-        names = _unresolved_names(request.question, relevant)[:_MAX_NAMES] if relevant else []
+        names = _unresolved_names(request.question, relevant)[:_MAX_NAMES]
         named = set().union(*(content_terms(n) for n in names))
         keep = [*names, *[t for t in missing if t not in named][: self.max_missing_terms]]
         if not keep:  # every question term is covered: anchor the query on the heaviest ones
             keep = list(sorted(question_weights, key=lambda t: -question_weights[t])[:2])
-        if relevant and (focus := _unfound(question_weights, request.question, request.judged)):
+        if focus := _unfound(question_weights, request.question, request.judged):
             # an entity of the question that no search has reached yet (the second thing a
             # comparison question names): search it alone, without terms from the first
             # document, which would pull the search back to what was already found
@@ -118,12 +127,10 @@ class LocalRewriter:
                 rationale = f"searched what no relevant document mentions: {', '.join(focus)}"
                 return Rewrite(candidate, rationale=rationale)
         candidate = ""
-        reason: str | None = "no relevant document to learn from and no unmatched term"
+        reason: str | None = "no new term in the kept documents and no unmatched term"
         # Slide over the ranked candidates until the drift guard accepts one combination.
         for start in range(max(len(candidates), 1)):
             added = candidates[start : start + self.max_new_terms]
-            if not added and not relevant and start:
-                break
             candidate = " ".join([*(c.text for c in added), *keep])
             reason = check_rewrite(candidate, request.question, request.tried_queries)
             if reason is None:
@@ -191,11 +198,9 @@ def _judged_idf(judged: Sequence[Judged]) -> Callable[[str], float]:
     return lambda term: math.log(1.0 + (total + 1) / (frequency.get(term, 0) + 0.5))
 
 
-def _unmatched(
-    weights: dict[str, float], relevant: Sequence[Judged], judged: Sequence[Judged]
-) -> tuple[str, ...]:
-    """Question terms no relevant document covers (no judged one, if none was relevant)."""
-    pool = relevant or judged
+def _unmatched(weights: dict[str, float], relevant: Sequence[Judged]) -> tuple[str, ...]:
+    """Question terms no relevant document covers, or that an evaluator flagged as missing."""
+    pool = relevant
     covered: set[str] = set()
     for item in pool:
         covered.update(tokenize(item.document.text))

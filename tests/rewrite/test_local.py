@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.rewrite.local import NOTHING_KEPT, LocalRewriter
 from corrective_rag.text import content_terms
 from corrective_rag.types import Document, Judged, Relevance, RewriteRequest, Verdict
 
@@ -73,27 +73,31 @@ def test_never_repeats_a_tried_query():
 
 
 def test_rejects_drift():
-    """With nothing learnt and every variant already tried, the guard's reason is returned."""
-    only_rejected = RewriteRequest(
+    """With nothing new to add and every variant already tried, the guard's reason is returned."""
+    echo = Document("echo", "Volcano eruption.", {})
+    only_echo = RewriteRequest(
         "volcano eruption",
         ("volcano eruption", "eruption volcano"),
-        (Judged(DISTRACTOR, verdict(DISTRACTOR.id, False)),),
+        (Judged(echo, verdict(echo.id, True)),),
     )
-    rewrite = LocalRewriter().rewrite(only_rejected)
+    rewrite = LocalRewriter().rewrite(only_echo)
     assert rewrite.query is None
     assert "rewrite repeats a query already tried" == rewrite.rejected
     assert rewrite.candidate is not None
 
 
-def test_without_relevant_documents_it_keeps_the_uncovered_terms():
-    """When nothing was kept, the query carries the question terms no judged document covered."""
+def test_without_relevant_documents_it_proposes_nothing():
+    """Nothing kept: no new words to learn, so no rewrite (the loop pages the question's hits).
+
+    A query of the question's own uncovered words searches less than the question does.
+    """
     rewrite = LocalRewriter().rewrite(
         RewriteRequest(QUESTION, (QUESTION,), (Judged(DISTRACTOR, verdict(DISTRACTOR.id, False)),))
     )
-    assert rewrite.query is not None
-    uncovered = content_terms(QUESTION) - content_terms(DISTRACTOR.text)
-    assert content_terms(rewrite.query) <= uncovered
-    assert 4 == len(content_terms(rewrite.query))
+    assert rewrite.query is None
+    assert NOTHING_KEPT == rewrite.rejected
+    nothing_judged = LocalRewriter().rewrite(RewriteRequest(QUESTION, (QUESTION,), ()))
+    assert nothing_judged.query is None
 
 
 def test_bad_arguments():
