@@ -41,7 +41,8 @@ NOTHING_KEPT = "no document kept yet: nothing to learn a new query from"
 log = structlog.get_logger(__name__)
 
 # A named phrase of two or more words is worth more than a loose term: it is specific and
-# retrieves by title. One capitalised word ("American") is often a demonym, so it gets no bonus.
+# retrieves by title. One capitalised word ("American", "None", a sentence's first word) is no
+# phrase: it is scored as a term.
 _PHRASE_BONUS = 1.5
 # How much a candidate loses for appearing in every rejected document (linearly less for fewer).
 _REJECTED_PENALTY = 0.5
@@ -256,11 +257,12 @@ def _candidates(
             near = 1.0 + share
             for phrase in name_phrases(sentence):
                 phrase_terms = content_terms(phrase)
-                if not _typed(phrase_terms, question_terms):
+                if len(phrase_terms) < 2 or not _typed(phrase_terms, question_terms):
+                    # one capitalised word is as often a sentence's first word ("Tool for
+                    # measuring ...") or a literal ("None") as a name: it competes as a term
                     continue
                 if not (own and (own <= phrase_terms or phrase_terms <= own)):
-                    bonus = _PHRASE_BONUS if len(phrase_terms) > 1 else 1.0
-                    offer(phrase, phrase_terms, strength * near * bonus, document.id)
+                    offer(phrase, phrase_terms, strength * near * _PHRASE_BONUS, document.id)
             for term in sorted(set(terms) - question_terms):  # sorted: same sums every run
                 if _typed(frozenset([term]), question_terms):
                     offer(term, frozenset([term]), strength * near / len(terms), document.id)

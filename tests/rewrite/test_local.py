@@ -239,3 +239,27 @@ def test_leaves_out_words_in_a_script_the_question_does_not_use():
     bengali = "ঈনাসুল ফাতেহ কে?"
     rewrite = rewriter.rewrite(RewriteRequest(bengali, (bengali,), judged))
     assert rewrite.query is not None
+
+
+def test_one_capitalised_word_is_a_term_not_a_name():
+    """A sentence's first word ("Tool") and a literal ("None") do not outrank topical terms."""
+    question = "How do I measure the execution time of a small code snippet?"
+    timeit = Document(
+        "timeit#0",
+        "timeit: Tool for measuring execution time of small code snippets. The timeit module "
+        "runs a statement many times and returns None when the timer is disabled.",
+        {},
+    )
+    profile = Document(
+        "profile#0", "profile: Deterministic profiling of programs. Returns None.", {}
+    )
+    rewrite = LocalRewriter().rewrite(
+        RewriteRequest(
+            question,
+            (question,),
+            (Judged(timeit, verdict(timeit.id, True)), Judged(profile, verdict(profile.id, False))),
+        )
+    )
+    assert rewrite.query is not None
+    assert rewrite.query.startswith("timeit")
+    assert "none" not in content_terms(rewrite.query)
