@@ -210,3 +210,24 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert 141 == proc.wait()
     assert "" == err
+
+
+@pytest.mark.parametrize(
+    ("skip_errors", "hint"),
+    [(False, "run the same command again to retry them"), (True, "without --skip-errors")],
+)
+def test_failed_batch_says_how_to_retry(tmp_path, capsys, skip_errors, hint):
+    """With --skip-errors a rerun skips the failed ids, so the error says how to retry them."""
+    import argparse
+    from types import SimpleNamespace
+
+    from corrective_rag.cli.commands import _report_batch
+    from corrective_rag.errors import InputError
+
+    summary = SimpleNamespace(failures=2, queries=3, render=lambda: "summary", to_dict=dict)
+    args = argparse.Namespace(
+        out=str(tmp_path / "o.jsonl"), summary_json=None, skip_errors=skip_errors
+    )
+    with pytest.raises(InputError, match="2 of 3 queries failed") as caught:
+        _report_batch(args, summary)
+    assert hint in str(caught.value)

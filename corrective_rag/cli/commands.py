@@ -368,9 +368,13 @@ def _report_batch(args: argparse.Namespace, summary: Any) -> int:
     if args.summary_json:
         Path(args.summary_json).write_text(dump_json(summary.to_dict()) + "\n", encoding="utf-8")
     if summary.failures:
+        again = (
+            "run it again without --skip-errors to retry them"
+            if args.skip_errors
+            else "run the same command again to retry them"
+        )
         raise InputError(
-            f"{summary.failures} of {summary.queries} queries failed (see {args.out}; "
-            "run the same command again to retry them)"
+            f"{summary.failures} of {summary.queries} queries failed (see {args.out}; {again})"
         )
     return 0
 
