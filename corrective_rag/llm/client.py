@@ -9,7 +9,8 @@
   flight, because the exchange runs in a worker thread and the caller only waits on it;
 - HTTP 429 and 5xx, timeouts and connection errors are retried with exponential back-off and
   jitter, honouring ``Retry-After`` (seconds or an HTTP date, capped); other 4xx are not retried,
-  and 401, 403, 404 and "unknown model" say what to fix (:func:`permanent_hint`);
+  and 401, 403, 404 and "unknown model" say what to fix
+  (:func:`corrective_rag.llm.failures.permanent_hint`);
 - structured output asks for ``response_format`` ``json_schema``, and when the server rejects it
   falls back to ``json_object``, then to instructions alone, remembering per client what worked;
 - a body larger than ``max_response_bytes`` is never held in memory: reading stops at the cap;
@@ -19,12 +20,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import random
-import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +31,6 @@ from urllib.parse import urlsplit
 
 import requests
 import structlog
-import urllib3.exceptions
 
 from corrective_rag.errors import (
     Cancelled,
@@ -45,22 +42,22 @@ from corrective_rag.errors import (
     LLMTransportError,
 )
 from corrective_rag.llm import scope
+from corrective_rag.llm.exchange import Exchange, read_capped
+from corrective_rag.llm.failures import is_read_timeout, permanent_hint, rejects_format
 from corrective_rag.llm.parallel import parallel_map
+from corrective_rag.llm.reply import read_reply
 from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
-from corrective_rag.types import ChatReply, Usage
+from corrective_rag.types import ChatReply
 
-__all__ = ["STRUCTURED_MODES", "OpenAIChatClient", "permanent_hint"]
+__all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
 
 log = structlog.get_logger(__name__)
 
 # Ways to ask for JSON, most precise first; a client steps down when a server rejects one.
 STRUCTURED_MODES = ("json_schema", "json_object", "instructions")
-_REJECTION_HINTS = ("response_format", "json_schema", "json_object", "unsupported", "not support")
-_CHUNK = 64 * 1024
 _POLL = 0.05  # seconds between checks of cancellation and deadlines while a request runs
-_PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
 
 
 class _Retryable(Exception):
@@ -75,70 +72,9 @@ class _Retryable(Exception):
         self.give_up = give_up  # when the call's tries must have ended (monotonic), if bounded
 
 
-class _Exchange:
-    """One request's outcome, filled in by its worker thread."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.response: requests.Response | None = None
-        self.body = b""
-        self.error: BaseException | None = None
-        self._live: requests.Response | None = None
-        self._abandoned = False
-        self._lock = threading.Lock()
-
-    def attach(self, response: requests.Response) -> None:
-        """Record the open response, so that an abandoning caller can cut its socket."""
-        with self._lock:
-            self._live = response
-            abandoned = self._abandoned
-        if abandoned:
-            _shutdown(response)
-
-    def abandon(self) -> None:
-        """The caller stopped waiting: cut the socket so the worker stops reading at once."""
-        with self._lock:
-            self._abandoned = True
-            live = self._live
-        if live is not None:
-            _shutdown(live)
-
-
-def _shutdown(response: requests.Response) -> None:
-    """Shut the response's socket down, which wakes a read blocked on it in another thread."""
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-
 def _earliest(*times: float | None) -> float | None:
     known = [t for t in times if t is not None]
     return min(known) if known else None
-
-
-# Statuses that no retry can fix, with what the user must change. OpenAI answers an unknown
-# model with 404 (code model_not_found); some servers use 400 with "model ... not found".
-_PERMANENT = {
-    401: "wrong or missing API key: check OPENAI_API_KEY",
-    403: "the API key may not use this model or endpoint: check the key and --model",
-    404: "wrong URL or unknown model: check --llm-url and --model",
-}
-_UNKNOWN_MODEL = re.compile(r"model\W.{0,80}(not found|does not exist|unknown|not exist)", re.I)
-
-
-def permanent_hint(status: int | None, body: str = "") -> str | None:
-    """What the user must fix when ``status`` (with ``body``) is a failure no retry can fix.
-
-    401 and 403 (the key), 404 (the URL or the model), and a 400 saying the model is unknown;
-    ``None`` for anything else.
-    """
-    if status in _PERMANENT:
-        return _PERMANENT[status]
-    if status == 400 and _UNKNOWN_MODEL.search(body or ""):
-        return "unknown model: check --model"
-    return None
 
 
 class OpenAIChatClient:
@@ -251,7 +187,7 @@ class OpenAIChatClient:
             try:
                 return self._with_retries(payload, msgs)
             except LLMResponseError as exc:
-                if mode is None or not _rejects_format(exc) or not self._step_down(mode):
+                if mode is None or not rejects_format(exc) or not self._step_down(mode):
                     raise
                 log.info("llm_structured_fallback", url=self.url, rejected=mode)
 
@@ -389,7 +325,7 @@ class OpenAIChatClient:
             give_up = started + self.retries.give_up_after
         run_end = scope.deadline()
         end = min(_earliest(give_up, run_end) or math.inf, started + self.timeouts.total)
-        exchange = _Exchange()
+        exchange = Exchange()
         worker = threading.Thread(
             target=self._exchange,
             args=(exchange, session, payload, end),
@@ -447,7 +383,7 @@ class OpenAIChatClient:
             self._slots.release()
             scope.raise_if_cancelled()
 
-    def _await(self, exchange: _Exchange, end: float) -> str | None:
+    def _await(self, exchange: Exchange, end: float) -> str | None:
         """Wait for the worker; ``"cancelled"`` or ``"deadline"`` when the wait was cut short."""
         while not exchange.done.wait(max(0.0, min(_POLL, end - time.monotonic()))):
             if scope.cancelled():
@@ -457,7 +393,7 @@ class OpenAIChatClient:
         return None
 
     def _exchange(
-        self, exchange: _Exchange, session: requests.Session, payload: dict[str, Any], end: float
+        self, exchange: Exchange, session: requests.Session, payload: dict[str, Any], end: float
     ) -> None:
         """The worker: post, read the capped body, record the outcome; always frees the slot."""
         try:
@@ -468,7 +404,7 @@ class OpenAIChatClient:
             )
             exchange.attach(response)
             try:
-                exchange.body = self._read_capped(response)
+                exchange.body = read_capped(response, self.max_response_bytes)
             finally:
                 response.close()
             exchange.response = response
@@ -486,7 +422,7 @@ class OpenAIChatClient:
             return _Retryable(LLMTimeoutError(self._describe("timed out", exc)), give_up=give_up)
         if isinstance(exc, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
             error: LLMError = LLMTransportError(self._describe("connection failed", exc))
-            if _is_read_timeout(exc):
+            if is_read_timeout(exc):
                 error = LLMTimeoutError(self._describe("timed out", exc))
             return _Retryable(error, give_up=give_up)
         if isinstance(exc, requests.RequestException):
@@ -498,68 +434,25 @@ class OpenAIChatClient:
     def _describe(self, what: str, exc: BaseException) -> str:
         return self._redact(f"{self.url} {what}: {type(exc).__name__}: {exc}")
 
-    def _read_capped(self, response: requests.Response) -> bytes:
-        limit = self.max_response_bytes
-        declared = response.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise LLMResponseError(
-                f"response body of {declared} bytes exceeds the {limit}-byte limit",
-                status=response.status_code,
-            )
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_content(_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise LLMResponseError(
-                    f"response body exceeds the {limit}-byte limit", status=response.status_code
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def _reply(self, body: bytes, msgs: list[dict[str, str]], latency: float) -> ChatReply:
-        raw = self._redact(body.decode("utf-8", "replace"))
-        try:
-            data = json.loads(body)
-            choice = data["choices"][0]
-            text = choice["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise LLMResponseError(
-                f"unusable chat completion body ({type(exc).__name__})", body=raw
-            ) from None
-        if not isinstance(text, str):
-            raise LLMResponseError("chat completion has no text content", body=raw)
-        usage = data.get("usage") if isinstance(data, dict) else None
-        prompt_tokens = _int_or_none(usage, "prompt_tokens")
-        completion_tokens = _int_or_none(usage, "completion_tokens")
-        if prompt_tokens is None or completion_tokens is None:
-            counter = self._token_counter()
-            if prompt_tokens is None:
-                prompt_tokens = sum(counter.count(m["content"]) + _PER_MESSAGE_TOKENS for m in msgs)
-            if completion_tokens is None:
-                completion_tokens = counter.count(text)
+        reply = read_reply(
+            body,
+            msgs,
+            latency,
+            model=self.model,
+            pricing=self.pricing,
+            redact=self._redact,
+            counter=self._token_counter,
+        )
         log.debug(
             "llm_call",
             url=self.url,
             model=self.model,
             latency_seconds=round(latency, 4),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens,
         )
-        # The one redaction point for replies: a server echoing the key in a normal answer must
-        # not carry it into verdicts, rewrites (searched), answers, results files or logs.
-        return ChatReply(
-            text=self._redact(text),
-            model=self._redact(str(data.get("model") or self.model)),
-            usage=Usage(
-                llm_calls=1,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cost_usd=self.pricing.cost(prompt_tokens, completion_tokens),
-                latency_seconds=latency,
-            ),
-            finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
-        )
+        return reply
 
     def _token_counter(self) -> TokenCounter:
         with self._lock:
@@ -591,29 +484,3 @@ def _check_messages(messages: Sequence[Mapping[str, str]]) -> list[dict[str, str
             raise InputError(f"message needs role system/user/assistant and str content: {m!r}")
         out.append({"role": role, "content": content})
     return out
-
-
-def _rejects_format(exc: LLMResponseError) -> bool:
-    """A 4xx (not 429) whose body says the response_format / schema is not supported."""
-    status = exc.status or 0
-    body = exc.body.lower()
-    return 400 <= status < 500 and status != 429 and any(h in body for h in _REJECTION_HINTS)
-
-
-def _is_read_timeout(exc: Exception) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, urllib3.exceptions.ReadTimeoutError | TimeoutError):
-            return True
-        nested = current.args[0] if current.args else None
-        current = nested if isinstance(nested, BaseException) else current.__context__
-    return False
-
-
-def _int_or_none(usage: Any, key: str) -> int | None:
-    if not isinstance(usage, dict):
-        return None
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

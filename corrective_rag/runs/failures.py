@@ -47,7 +47,7 @@ def llm_failure(result: RunResult) -> str | None:
 
 def permanent_failure(message: str) -> tuple[int, str] | None:
     """``(status, what to fix)`` when ``message`` records an HTTP failure no retry can fix."""
-    from corrective_rag.llm.client import permanent_hint
+    from corrective_rag.llm.failures import permanent_hint
 
     match = _STATUS.search(message)
     if match is None:

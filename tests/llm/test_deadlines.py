@@ -11,7 +11,8 @@ import threading
 import pytest
 
 from corrective_rag.errors import Cancelled, ConfigError, LLMResponseError, LLMTimeoutError
-from corrective_rag.llm.client import OpenAIChatClient, permanent_hint
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.failures import permanent_hint
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.scope import call_scope, cancelled, deadline
 from corrective_rag.llm.settings import Retries, Timeouts

@@ -1,0 +1,78 @@
+"""A chat completion body read into a :class:`~corrective_rag.types.ChatReply`, key redacted.
+
+Pure: the client passes its redaction, pricing and a token counter for servers that report no
+usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from corrective_rag.errors import LLMResponseError
+from corrective_rag.llm.settings import Pricing
+from corrective_rag.protocols import TokenCounter
+from corrective_rag.types import ChatReply, Usage
+
+__all__ = ["read_reply"]
+
+_PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
+
+
+def read_reply(
+    body: bytes,
+    messages: Sequence[dict[str, str]],
+    latency: float,
+    *,
+    model: str,
+    pricing: Pricing,
+    redact: Callable[[str], str],
+    counter: Callable[[], TokenCounter],
+) -> ChatReply:
+    """The reply in ``body``; usage the server did not report is counted with ``counter()``.
+
+    Raises:
+        LLMResponseError: the body is not a chat completion with text content (its text,
+            redacted, is on the error).
+    """
+    raw = redact(body.decode("utf-8", "replace"))
+    try:
+        data = json.loads(body)
+        choice = data["choices"][0]
+        text = choice["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise LLMResponseError(
+            f"unusable chat completion body ({type(exc).__name__})", body=raw
+        ) from None
+    if not isinstance(text, str):
+        raise LLMResponseError("chat completion has no text content", body=raw)
+    usage = data.get("usage") if isinstance(data, dict) else None
+    prompt_tokens = _int_or_none(usage, "prompt_tokens")
+    completion_tokens = _int_or_none(usage, "completion_tokens")
+    if prompt_tokens is None:
+        tokens = counter()
+        prompt_tokens = sum(tokens.count(m["content"]) + _PER_MESSAGE_TOKENS for m in messages)
+    if completion_tokens is None:
+        completion_tokens = counter().count(text)
+    # The one redaction point for replies: a server echoing the key in a normal answer must
+    # not carry it into verdicts, rewrites (searched), answers, results files or logs.
+    return ChatReply(
+        text=redact(text),
+        model=redact(str(data.get("model") or model)),
+        usage=Usage(
+            llm_calls=1,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=pricing.cost(prompt_tokens, completion_tokens),
+            latency_seconds=latency,
+        ),
+        finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
+    )
+
+
+def _int_or_none(usage: Any, key: str) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
