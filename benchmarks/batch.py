@@ -39,7 +39,7 @@ LEVELS = (1, 2, 4, 8)
 
 def _queries(n: int, seed: int) -> list:
     from corrective_rag.cli.demo import stdlib_documents
-    from corrective_rag.runs.batch import Query
+    from corrective_rag.runs.queries import Query
 
     docs = [d for d in stdlib_documents() if d.id.endswith("#0") and "." in d.id.split("#")[0]]
     rng = random.Random(seed)

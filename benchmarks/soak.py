@@ -58,7 +58,7 @@ def corpus() -> list[Any]:
 
 
 def queries(n: int) -> list[Any]:
-    from corrective_rag.runs.batch import Query
+    from corrective_rag.runs.queries import Query
 
     forms = ("How do {}?", "Why do {}?", "Explain how {}.", "What makes {}?")
     return [

@@ -13,7 +13,8 @@ import pytest
 from runs_helpers import make_result, slow_run
 
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
-from corrective_rag.runs.batch import Query, in_shard, parse_shard, read_queries, run_batch
+from corrective_rag.runs.batch import run_batch
+from corrective_rag.runs.queries import Query, in_shard, parse_shard, read_queries
 from corrective_rag.runs.results import (
     error_line,
     latest_records,

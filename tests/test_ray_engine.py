@@ -11,7 +11,8 @@ import pytest
 from runs_helpers import ScriptedFactory
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.runs.batch import Query, run_batch
+from corrective_rag.runs.batch import run_batch
+from corrective_rag.runs.queries import Query
 from corrective_rag.runs.results import read_results
 from corrective_rag.testing.server import ScriptedLLMServer, default_reply
 
@@ -124,7 +125,8 @@ DRIVER = textwrap.dedent(
     """
     import json, sys
     from runs_helpers import ScriptedFactory
-    from corrective_rag.runs.batch import Query, run_batch
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.queries import Query
     from corrective_rag.runs.ray_engine import RayEngine
 
     address, base_url, out, env = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])

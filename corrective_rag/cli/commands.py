@@ -295,8 +295,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
     from corrective_rag.cli.main import secrets
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator, run_one
-    from corrective_rag.runs.batch import read_queries, run_batch
+    from corrective_rag.runs.batch import run_batch
     from corrective_rag.runs.paths import check_output
+    from corrective_rag.runs.queries import read_queries
 
     opts = options(args)
     # Nothing is run, and nothing written, when an output would replace an input or the other.

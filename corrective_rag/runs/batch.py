@@ -23,7 +23,6 @@ Policies, chosen once:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import queue
@@ -32,44 +31,30 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeAlias
+from typing import IO, Any, Protocol
 
 import structlog
 
-from corrective_rag.errors import Cancelled, ConfigError, InputError, LLMError, LLMResponseError
-from corrective_rag.inputs import check_int, check_query, is_int
+from corrective_rag.errors import ConfigError, InputError, LLMResponseError
+from corrective_rag.inputs import check_int
 from corrective_rag.llm.scope import call_scope
-from corrective_rag.runs.failures import llm_failure, permanent_failure
-from corrective_rag.runs.jsonl import iter_jsonl
+from corrective_rag.runs.attempt import Runners, RunOne, attempt, interrupted_line
+from corrective_rag.runs.failures import permanent_failure
 from corrective_rag.runs.paths import same_file
+from corrective_rag.runs.queries import Query, check_shard, in_shard, read_queries
 from corrective_rag.runs.results import (
     error_line,
-    ok_line,
     read_results,
     repair_torn_tail,
 )
 from corrective_rag.runs.summary import BatchSummary, summarize
 from corrective_rag.text.secrets import redact_tree
-from corrective_rag.types import RunResult
 
-__all__ = [
-    "BatchSummary",
-    "Engine",
-    "Query",
-    "RunOne",
-    "in_shard",
-    "parse_shard",
-    "read_queries",
-    "run_batch",
-]
+__all__ = ["BatchSummary", "Engine", "run_batch"]
 
 log = structlog.get_logger(__name__)
 
-RunOne: TypeAlias = Callable[[str], RunResult]
-
-INTERRUPTED = "interrupted"  # error type of a query cut short by Ctrl-C; resume runs it again
 _PROBE = 3  # first results that, all failing with the same permanent error, stop the batch
 _POLL = 0.1  # seconds between checks of the cancel event while waiting for results
 
@@ -91,112 +76,6 @@ class Engine(Protocol):
         record the questions already running, then let the interrupt go.
         """
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One line of a queries file.
-
-    Attributes:
-        id: unique, non-empty.
-        query: the question, non-empty.
-        line: 1-based line number in the file (0 when built in code).
-        extra: any other fields of the line, kept as given.
-    """
-
-    id: str
-    query: str
-    line: int = 0
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id.strip():
-            raise InputError(f"query id must be a non-empty string, got {self.id!r}")
-        if not isinstance(self.query, str) or not self.query.strip():
-            raise InputError(f"query {self.id!r}: question must be a non-empty string")
-        check_query(self.id, what="query id")
-        check_query(self.query, what=f"query {self.id!r}")
-
-
-def _pick(obj: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if name in obj:
-            return obj[name]
-    return None
-
-
-def read_queries(path: str | os.PathLike[str]) -> list[Query]:
-    """Read and validate a queries JSONL file.
-
-    Each non-blank line must be a JSON object with a non-empty string ``id`` (or ``_id``) and
-    ``query`` (or ``text``); numbers as ids are accepted and turned into strings.
-
-    Raises:
-        InputError: naming the file and line, for a missing file, a line that is not a JSON
-            object, a missing or empty id or query, or an id seen on an earlier line.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"queries file not found: {p}")
-    queries: list[Query] = []
-    seen: dict[str, int] = {}
-    for lineno, obj in iter_jsonl(p):
-        where = f"{p}: line {lineno}"
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected a JSON object")
-        qid = _pick(obj, "id", "_id")
-        if is_int(qid):
-            qid = str(qid)
-        if not isinstance(qid, str) or not qid.strip():
-            raise InputError(f"{where}: missing or empty 'id'")
-        text = _pick(obj, "query", "text")
-        if not isinstance(text, str) or not text.strip():
-            raise InputError(f"{where}: missing or empty 'query'")
-        if qid in seen:
-            raise InputError(f"{where}: duplicate id {qid!r} (first on line {seen[qid]})")
-        seen[qid] = lineno
-        extra = {k: v for k, v in obj.items() if k not in ("id", "_id", "query", "text")}
-        try:
-            queries.append(Query(qid, text, lineno, extra))
-        except InputError as exc:  # NUL, invalid Unicode or an oversized question
-            raise InputError(f"{where}: {exc}") from exc
-    return queries
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``"I/N"`` (0 <= I < N) into ``(I, N)``.
-
-    Raises:
-        ConfigError: when the text is not of that form.
-    """
-    try:
-        i_text, n_text = text.split("/")
-        i, n = int(i_text), int(n_text)
-    except ValueError as exc:
-        raise ConfigError(f"shard must look like I/N (e.g. 0/4), got {text!r}") from exc
-    _check_shard((i, n))
-    return i, n
-
-
-def _check_shard(shard: tuple[int, int]) -> None:
-    if not isinstance(shard, tuple) or len(shard) != 2 or not all(is_int(x) for x in shard):
-        raise ConfigError(f"shard must be a tuple (i, n) of two ints, got {shard!r}")
-    i, n = shard
-    if n < 1 or not 0 <= i < n:
-        raise ConfigError(f"shard I/N needs N >= 1 and 0 <= I < N, got {i}/{n}")
-
-
-def in_shard(query_id: str, shard: tuple[int, int] | None) -> bool:
-    """True when ``query_id`` belongs to shard ``(i, n)``.
-
-    The share is a stable hash of the id (BLAKE2b, not Python's salted ``hash``), so every
-    machine computes the same split and the shards of a batch are disjoint and complete.
-    """
-    if shard is None:
-        return True
-    i, n = shard
-    digest = hashlib.blake2b(query_id.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % n == i
 
 
 class _Writer:
@@ -250,48 +129,6 @@ def _done_ids(path: Path, *, rerun_errors: bool) -> set[str]:
     return {qid for qid, ok in last.items() if ok or not rerun_errors}
 
 
-class _Runners:
-    """Hands each worker thread its own callable, built once per thread by the factory."""
-
-    def __init__(self, run_one: RunOne | None, factory: Callable[[], RunOne] | None) -> None:
-        self._shared = run_one
-        self._factory = factory
-        self._local = threading.local()
-
-    def get(self) -> RunOne:
-        if self._shared is not None:
-            return self._shared
-        runner: RunOne | None = getattr(self._local, "runner", None)
-        if runner is None:
-            assert self._factory is not None  # checked in run_batch
-            runner = self._factory()
-            self._local.runner = runner
-        return runner
-
-
-def _attempt(runners: _Runners, q: Query) -> dict[str, Any]:
-    start = time.perf_counter()
-    try:
-        result = runners.get()(q.query)
-        if not isinstance(result, RunResult):
-            raise TypeError(f"run_one returned {type(result).__name__}, not RunResult")
-        failure = llm_failure(result)
-        if failure is not None:  # not a success: an error line, so that resume runs it again
-            raise LLMError(f"every LLM call of this query failed: {failure}")
-        return ok_line(q.id, q.query, result, time.perf_counter() - start)
-    except Exception as exc:  # one query's failure must not stop the batch
-        if not isinstance(exc, Cancelled):
-            log.warning("batch_query_failed", id=q.id, error=type(exc).__name__, message=str(exc))
-        return error_line(q.id, q.query, exc, time.perf_counter() - start)
-
-
-def interrupted_line(q: Query, seconds: float) -> dict[str, Any]:
-    """The error line of a query that was running when the batch was stopped (rerun on resume)."""
-    line = error_line(q.id, q.query, Cancelled("interrupted before it finished"), seconds)
-    line["error"]["type"] = INTERRUPTED
-    return line
-
-
 def _same_permanent_failure(lines: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
     """The one permanent failure every line of ``lines`` reports, if they all report the same."""
     found = set()
@@ -313,7 +150,7 @@ class _Workers:
     """
 
     def __init__(
-        self, runners: _Runners, todo: Sequence[Query], concurrency: int, cancel: threading.Event
+        self, runners: Runners, todo: Sequence[Query], concurrency: int, cancel: threading.Event
     ) -> None:
         self._runners = runners
         self._todo = deque(todo)
@@ -335,7 +172,7 @@ class _Workers:
                 self._running[q.id] = (q, started)
             try:
                 with call_scope(cancel=self._cancel):
-                    line = _attempt(self._runners, q)
+                    line = attempt(self._runners, q)
             except BaseException as exc:  # never leave the recorder waiting for this query
                 line = error_line(q.id, q.query, exc, time.perf_counter() - started)
             with self._lock:
@@ -426,7 +263,7 @@ def run_batch(
         raise ConfigError("an engine needs runner_factory (picklable), not run_one")
     check_int(concurrency, "concurrency", minimum=1)
     if shard is not None:
-        _check_shard(shard)
+        check_shard(shard)
     if cancel is not None and not isinstance(cancel, threading.Event):
         raise ConfigError(f"cancel must be a threading.Event or None, got {cancel!r}")
     cancel = cancel if cancel is not None else threading.Event()
@@ -455,7 +292,7 @@ def run_batch(
         todo = [q for q in mine if q.id not in done]
         skipped = len(mine) - len(todo)
         log.info("batch_started", queries=len(mine), todo=len(todo), skipped=skipped)
-        runners = _Runners(run_one, runner_factory)
+        runners = Runners(run_one, runner_factory)
         with _progress(len(todo), progress, progress_stream) as bar:
             counts = {"ok": 0, "failed": 0}
             written: list[dict[str, Any]] = []

@@ -25,7 +25,8 @@ from typing import Any
 import structlog
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.runs.batch import Query, RunOne, _attempt, _Runners
+from corrective_rag.runs.attempt import Runners, RunOne, attempt
+from corrective_rag.runs.queries import Query
 from corrective_rag.runs.results import error_line
 
 __all__ = ["RayEngine", "RecordLine"]
@@ -43,10 +44,10 @@ class _Worker:
     """The actor: builds runners from the factory (one per actor thread) and runs questions."""
 
     def __init__(self, factory: Callable[[], RunOne]) -> None:
-        self._runners = _Runners(None, factory)
+        self._runners = Runners(None, factory)
 
     def run(self, query: Query) -> dict[str, Any]:
-        return _attempt(self._runners, query)
+        return attempt(self._runners, query)
 
 
 def _import_ray() -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from corrective_rag.runs.batch import INTERRUPTED
+from corrective_rag.runs.attempt import INTERRUPTED
 from corrective_rag.runs.results import latest_records, read_results
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
