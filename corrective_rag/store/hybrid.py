@@ -38,8 +38,11 @@ from corrective_rag.protocols import Embedder
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import (
     MAX_TOP_K,
-    check_search,
+    check_candidates,
+    check_parts,
+    check_term,
     check_unique,
+    check_where,
     validate_documents,
     validate_ids,
 )
@@ -54,7 +57,14 @@ from corrective_rag.store.persist import (
     new_stamp,
     rebuild,
 )
-from corrective_rag.text import tokenize
+from corrective_rag.store.search import (
+    DEFAULT_ALPHA,
+    DEFAULT_CANDIDATES,
+    LEGS,  # noqa: F401 (importable from here, as before the outline moved to search.py)
+    Runs,
+    fused_search,
+    leg_search,
+)
 from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
@@ -62,13 +72,6 @@ __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP
 log = structlog.get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
-# Each leg hands over its best 100: deep enough that a document one leg ranks ~50th can still be
-# lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.
-DEFAULT_CANDIDATES = 100
-# Equal weights on both legs' normalised scores: no leg is trusted more a priori. Measured over
-# cisi, cranfield, cacm and hotpotqa-500 (README), it beat RRF k=60 and alpha 0.3-0.7 on average.
-DEFAULT_ALPHA = 0.5
-LEGS = ("bm25", "dense")
 
 
 def _wrapped(exc: Exception) -> StoreError:
@@ -130,13 +133,8 @@ class HybridStore:
     ) -> None:
         if not isinstance(collection, str) or not 3 <= len(collection) <= 512:
             raise ConfigError(f"collection name must have 3-512 characters, got {collection!r}")
-        check_int(candidates, "candidates")
-        if not 1 <= candidates <= MAX_TOP_K:
-            raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
-        if fusion is not None and not callable(getattr(fusion, "fuse", None)):
-            raise ConfigError("fusion must have a fuse(runs) method")
-        if embedder is not None and not callable(getattr(embedder, "embed", None)):
-            raise ConfigError("embedder must have an embed(texts) method")
+        check_candidates(candidates)
+        check_parts(fusion, embedder)
         if not isinstance(dense, DenseIndex) and not callable(dense):
             raise ConfigError("dense must be a DenseIndex or a callable returning one")
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
@@ -355,8 +353,7 @@ class HybridStore:
         self._check_open()
         if where is None:
             return self._bm25.ids()
-        if not isinstance(where, Mapping) or not where:
-            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+        check_where(where)
         with _reading("ids"):
             allowed = self._dense.matching_ids(where)
         return [i for i in self._bm25.ids() if i in allowed]
@@ -384,12 +381,8 @@ class HybridStore:
             InputError: ``term`` is not a string or tokenizes into more than one token.
         """
         self._check_open()
-        if not isinstance(term, str):
-            raise InputError(f"term must be a string, got {type(term).__name__}")
-        tokens = tokenize(term)
-        if len(tokens) > 1:
-            raise InputError(f"idf() takes one term, {term!r} has {len(tokens)} tokens")
-        return self._bm25.idf(tokens[0]) if tokens else 0.0
+        token = check_term(term)
+        return self._bm25.idf(token) if token is not None else 0.0
 
     def retrieve(
         self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
@@ -404,13 +397,16 @@ class HybridStore:
                 both legs.
         """
         self._check_open()
-        check_search(query, top_k, where)
         with _reading("retrieve"):  # no lock: readers run in parallel (see _runs)
-            runs = self._runs(query, max(self.candidates, top_k), where, ("bm25", "dense"))
-            if runs is None:
-                return []
-            fused = self.fusion.fuse([runs["bm25"], runs["dense"]])[:top_k]
-            return self._hits(fused, runs)
+            return fused_search(
+                query,
+                top_k,
+                where,
+                candidates=self.candidates,
+                fusion=self.fusion,
+                run_legs=self._runs,
+                make_hits=self._hits,
+            )
 
     def search(
         self,
@@ -425,18 +421,12 @@ class HybridStore:
         Each hit's ``score`` is the leg's own score (BM25 score or cosine similarity).
         """
         self._check_open()
-        if leg not in LEGS:
-            raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
-        check_search(query, top_k, where)
         with _reading("search"):
-            runs = self._runs(query, top_k, where, (leg,))
-            if runs is None:
-                return []
-            return self._hits(runs[leg], runs)
+            return leg_search(query, leg, top_k, where, run_legs=self._runs, make_hits=self._hits)
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-    ) -> dict[str, list[tuple[str, float]]] | None:
+    ) -> Runs | None:
         """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing.
 
         Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the dense
@@ -447,7 +437,7 @@ class HybridStore:
         allowed = self._dense.matching_ids(where) if where else None
         if allowed is not None and not allowed:
             return None
-        runs: dict[str, list[tuple[str, float]]] = {}
+        runs: Runs = {}
         if "bm25" in legs:
             runs["bm25"] = self._bm25.top_k(query, depth, allowed=allowed)
         if "dense" in legs:

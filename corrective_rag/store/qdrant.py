@@ -37,20 +37,24 @@ from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, S
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import (
-    MAX_TOP_K,
-    check_search,
+    check_candidates,
+    check_parts,
+    check_term,
     check_unique,
+    check_where,
     validate_documents,
     validate_ids,
 )
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
-from corrective_rag.store.hybrid import (
+from corrective_rag.store.qdrant_where import METADATA_KEY, to_qdrant_filter
+from corrective_rag.store.search import (
     DEFAULT_ALPHA,
     DEFAULT_CANDIDATES,
-    LEGS,
+    Runs,
+    fused_search,
+    leg_search,
 )
-from corrective_rag.store.qdrant_where import METADATA_KEY, to_qdrant_filter
 from corrective_rag.store.sparse_bm25 import (
     K1,
     B,
@@ -132,18 +136,12 @@ class QdrantStore:
     ) -> None:
         if not isinstance(collection, str) or not 1 <= len(collection) <= 255:
             raise ConfigError(f"collection name must have 1-255 characters, got {collection!r}")
-        if isinstance(candidates, bool) or not isinstance(candidates, int):
-            raise ConfigError(f"candidates must be an int, got {candidates!r}")
-        if not 1 <= candidates <= MAX_TOP_K:
-            raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
+        check_candidates(candidates)
         if avgdl is not None and (
             isinstance(avgdl, bool) or not isinstance(avgdl, int | float) or not avgdl > 0
         ):
             raise ConfigError(f"avgdl must be a positive number or None, got {avgdl!r}")
-        if fusion is not None and not callable(getattr(fusion, "fuse", None)):
-            raise ConfigError("fusion must have a fuse(runs) method")
-        if embedder is not None and not callable(getattr(embedder, "embed", None)):
-            raise ConfigError("embedder must have an embed(texts) method")
+        check_parts(fusion, embedder)
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
         self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
@@ -244,8 +242,7 @@ class QdrantStore:
 
     def ids(self, *, where: Mapping[str, Any] | None = None) -> list[str]:
         """All document ids (in the engine's order); with ``where``, those whose metadata match."""
-        if where is not None and (not isinstance(where, Mapping) or not where):
-            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+        check_where(where)
         return [p.payload[_ID] for p in self._scroll([_ID], where=where)]
 
     def sources(self) -> set[str]:
@@ -310,15 +307,11 @@ class QdrantStore:
         from qdrant_client import models
 
         self._check_open()
-        if not isinstance(term, str):
-            raise InputError(f"term must be a string, got {type(term).__name__}")
-        tokens = tokenize(term)
-        if len(tokens) > 1:
-            raise InputError(f"idf() takes one term, {term!r} has {len(tokens)} tokens")
-        if not tokens or not self._collection_exists():
+        token = check_term(term)
+        if token is None or not self._collection_exists():
             return 0.0
         has_term = models.Filter(
-            must=[models.FieldCondition(key=_TERMS, match=models.MatchValue(value=tokens[0]))]
+            must=[models.FieldCondition(key=_TERMS, match=models.MatchValue(value=token))]
         )
         with self._call("count"):
             total = self._client.count(self.collection_name, exact=True).count
@@ -337,12 +330,15 @@ class QdrantStore:
                 :mod:`corrective_rag.store.qdrant_where`), applied to both legs.
         """
         self._check_open()
-        check_search(query, top_k, where)
-        runs = self._runs(query, max(self.candidates, top_k), where, LEGS)
-        if runs is None:
-            return []
-        fused = self.fusion.fuse([runs[SPARSE], runs[DENSE]])[:top_k]
-        return self._hits(fused, runs)
+        return fused_search(
+            query,
+            top_k,
+            where,
+            candidates=self.candidates,
+            fusion=self.fusion,
+            run_legs=self._runs,
+            make_hits=self._hits,
+        )
 
     def search(
         self,
@@ -357,17 +353,11 @@ class QdrantStore:
         Each hit's ``score`` is the leg's own score (BM25 score or cosine similarity).
         """
         self._check_open()
-        if leg not in LEGS:
-            raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
-        check_search(query, top_k, where)
-        runs = self._runs(query, top_k, where, (leg,))
-        if runs is None:
-            return []
-        return self._hits(runs[leg], runs)
+        return leg_search(query, leg, top_k, where, run_legs=self._runs, make_hits=self._hits)
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-    ) -> dict[str, list[tuple[str, float]]] | None:
+    ) -> Runs | None:
         """Each leg's ``depth`` best ``(id, score)`` pairs, both legs in one batch request."""
         from qdrant_client import models
 
@@ -394,7 +384,7 @@ class QdrantStore:
                 limit=depth,
                 with_payload=[_ID],
             )
-        runs: dict[str, list[tuple[str, float]]] = {leg: [] for leg in legs}
+        runs: Runs = {leg: [] for leg in legs}
         if requests:
             with self._call("query_batch_points"):
                 answers = self._client.query_batch_points(
