@@ -22,19 +22,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import structlog
 
 from corrective_rag.errors import (
     ConfigError,
     CorrectiveRAGError,
     InputError,
-    StoreConsistencyError,
     StoreError,
 )
 from corrective_rag.inputs import check_int
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
+from corrective_rag.store.atomic import Before, apply_write
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import (
     MAX_TOP_K,
@@ -47,14 +46,13 @@ from corrective_rag.store.checks import (
     validate_ids,
 )
 from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
-from corrective_rag.store.dense import DenseIndex, Record, embed_documents
+from corrective_rag.store.dense import DenseIndex, embed_documents
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.persist import (
     SavedBM25,
     WriterLock,
     load_consistent,
-    new_stamp,
     rebuild,
 )
 from corrective_rag.store.search import (
@@ -72,13 +70,6 @@ __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP
 log = structlog.get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
-
-
-def _wrapped(exc: Exception) -> StoreError:
-    """The error a failed, rolled-back write raises (keeps our own store errors as they are)."""
-    if isinstance(exc, StoreError):
-        return StoreError(f"write failed and was rolled back: {exc}")
-    return StoreError(f"write failed and was rolled back: {type(exc).__name__}: {exc}")
 
 
 @contextlib.contextmanager
@@ -151,7 +142,6 @@ class HybridStore:
         self._stamp: str | None = None
         self._dense_index: DenseIndex | None = None
         self._bm25_index: BM25Index | None = None
-        self._undo: int | None = None  # the BM25 log's length before the write in progress
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -485,7 +475,7 @@ class HybridStore:
                 self._dense.delete(gone)
                 self._bm25.delete(gone)
 
-            self._apply(change, gone, previous, old_tokens)
+            self._apply(change, Before(gone, previous, old_tokens))
         log.debug("store_deleted", documents=len(gone))
         return len(gone)
 
@@ -511,71 +501,20 @@ class HybridStore:
                 self._dense.write(docs, embeddings, previous)
                 self._bm25.upsert((d.id, d.text) for d in docs)
 
-            self._apply(change, ids, previous, old_tokens)
+            self._apply(change, Before(ids, previous, old_tokens))
         log.debug("store_written", documents=len(docs), replace=replace)
 
-    def _apply(
-        self,
-        change: Callable[[], None],
-        ids: Sequence[str],
-        previous: Mapping[str, Record],
-        old_tokens: Mapping[str, list[str]],
-    ) -> None:
+    def _apply(self, change: Callable[[], None], before: Before) -> None:
         """Run ``change`` on both sides and commit; on any failure put both sides back."""
-        if self.directory is not None:  # where a failed write cuts the BM25 log back to
-            self._undo = SavedBM25(self.directory, self.collection_name).log_size()
-        try:
-            change()
-            self._commit()
-        except Exception as exc:
-            self._rollback(ids, previous, old_tokens)
-            raise _wrapped(exc) from exc
-        except BaseException:
-            self._rollback(ids, previous, old_tokens)
-            raise
-
-    def _commit(self) -> None:
-        """Stamp both persistent sides with a fresh stamp (BM25 file first, then chroma)."""
-        if self.directory is None:
-            self._bm25.take_changes()
-            return
-        stamp = new_stamp()
-        saved = SavedBM25(self.directory, self.collection_name)
-        self._undo = saved.commit(self._bm25, self._stamp or "", stamp)
-        self._dense.set_stamp(stamp)
-        self._stamp = stamp
-
-    def _rollback(
-        self,
-        ids: Sequence[str],
-        previous: Mapping[str, Record],
-        old_tokens: Mapping[str, list[str]],
-    ) -> None:
-        try:
-            self._restore_dense(ids, previous)
-            self._bm25.delete([i for i in ids if i not in old_tokens])
-            self._bm25.put_tokens(old_tokens)
-            if self.directory is not None and self._stamp is not None:
-                saved = SavedBM25(self.directory, self.collection_name)
-                saved.undo(self._undo, self._bm25, self._stamp)
-                self._dense.set_stamp(self._stamp)
-            else:
-                self._bm25.take_changes()
-        except Exception as exc:
-            log.error("store_rollback_failed", error=str(exc))
-            raise StoreConsistencyError(
-                f"a failed write could not be rolled back ({exc}); reopen the store to repair it"
-            ) from exc
-        log.warning("store_write_rolled_back", documents=len(ids))
-
-    def _restore_dense(self, new_ids: Sequence[str], previous: Mapping[str, Record]) -> None:
-        """Undo a dense write: delete ``new_ids`` new to it, put back the ``previous`` records."""
-        dense = self._dense
-        dense.delete([i for i in new_ids if i not in previous])
-        if previous:
-            docs = [r.document for r in previous.values()]
-            current = dense.records(list(previous))
-            dense.write(docs, np.vstack([r.embedding for r in previous.values()]), current)
+        directory = self.directory
+        self._stamp = apply_write(
+            change,
+            before,
+            dense=self._dense,
+            bm25=self._bm25,
+            saved=SavedBM25(directory, self.collection_name) if directory is not None else None,
+            stamp=self._stamp,
+        )
 
     # -- lifetime ----------------------------------------------------------------------------
 
