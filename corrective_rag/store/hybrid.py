@@ -45,10 +45,15 @@ from corrective_rag.store.checks import (
     validate_documents,
     validate_ids,
 )
-from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
 from corrective_rag.store.dense import DenseIndex, embed_documents
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
+from corrective_rag.store.openers import (
+    check_store_folder,
+    ephemeral_opener,
+    folder_opener,
+    server_opener,
+)
 from corrective_rag.store.persist import (
     SavedBM25,
     WriterLock,
@@ -153,21 +158,7 @@ class HybridStore:
         collection (a fresh name unless given), dropped again on :meth:`close`.
         """
         name = collection or f"crag-{uuid.uuid4().hex}"
-
-        def dense() -> DenseIndex:
-            import chromadb
-
-            client = chromadb.EphemeralClient()
-
-            def drop() -> None:
-                try:
-                    client.delete_collection(name)
-                except Exception as exc:  # already gone: nothing to free
-                    log.debug("collection_drop_failed", error=str(exc))
-
-            return ChromaIndex(open_collection(client, name), on_close=drop)
-
-        return cls(dense, collection=name, **kwargs)
+        return cls(ephemeral_opener(name), collection=name, **kwargs)
 
     @classmethod
     def open(
@@ -200,42 +191,16 @@ class HybridStore:
             StoreLockedError: another writer holds the directory.
         """
         directory = str(Path(path).resolve())
-        state = store_state(directory)
-        if state == "file":  # a bad argument for a writer; for a reader, no store to read
-            error = ConfigError if create and not read_only else StoreError
-            raise error(f"store not found: {directory} exists and is not a directory")
-        if state == "other":
-            raise StoreError(
-                f"{directory} is not a corrective_rag store: it holds other files "
-                "(index into a new or empty folder)"
-            )
-        if state != "store" and (read_only or not create):
-            raise StoreError(
-                f"store not found: {directory} (create it with 'corrective-rag index')"
-            )
+        check_store_folder(directory, create=create, read_only=read_only)
         collection = kwargs.get("collection", DEFAULT_COLLECTION)
+        opener = folder_opener(directory, collection, read_only=read_only)
         if read_only:
-
-            def reader() -> DenseIndex:
-                import chromadb
-
-                data, cleanup = readable_copy(directory)
-                client = chromadb.PersistentClient(path=data)
-                return ChromaIndex(open_collection(client, collection), on_close=cleanup)
-
-            return cls(reader, directory=directory, read_only=True, **kwargs)
+            return cls(opener, directory=directory, read_only=True, **kwargs)
         os.makedirs(directory, exist_ok=True)
         # Lock before chroma opens its files, so a second writer is refused before it touches them.
         lock = WriterLock(directory)
-
-        def writer() -> DenseIndex:
-            import chromadb
-
-            client = chromadb.PersistentClient(path=directory)
-            return ChromaIndex(open_collection(client, collection))
-
         try:
-            return cls(writer, directory=directory, _writer=lock, **kwargs)
+            return cls(opener, directory=directory, _writer=lock, **kwargs)
         except BaseException:
             lock.release()
             raise
@@ -261,19 +226,8 @@ class HybridStore:
             raise ConfigError(f"host must be a non-empty string, got {host!r}")
         check_int(port, "port", minimum=1, maximum=65535)
         collection = kwargs.get("collection", DEFAULT_COLLECTION)
-
-        def dense() -> DenseIndex:
-            import chromadb
-
-            try:
-                client = chromadb.HttpClient(
-                    host=host, port=port, ssl=ssl, headers=dict(headers or {})
-                )
-            except Exception as exc:
-                raise StoreError(f"cannot reach chroma server {host}:{port}: {exc}") from exc
-            return ChromaIndex(open_collection(client, collection))
-
-        return cls(dense, **kwargs)
+        opener = server_opener(host, port, collection, ssl=ssl, headers=headers)
+        return cls(opener, **kwargs)
 
     # -- the heavy step ----------------------------------------------------------------------
 
