@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -47,6 +46,19 @@ from corrective_rag.store.checks import (
 )
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
+from corrective_rag.store.qdrant_points import (
+    DENSE,
+    ID,
+    TERMS,
+    TEXT,
+    create_collection,
+    document_of,
+    leg_requests,
+    make_point,
+    point_id,
+    recorded_avgdl,
+    reuse_or_embed,
+)
 from corrective_rag.store.qdrant_where import METADATA_KEY, to_qdrant_filter
 from corrective_rag.store.search import (
     DEFAULT_ALPHA,
@@ -55,13 +67,7 @@ from corrective_rag.store.search import (
     fused_search,
     leg_search,
 )
-from corrective_rag.store.sparse_bm25 import (
-    K1,
-    B,
-    bm25_idf,
-    document_vector,
-    query_vector,
-)
+from corrective_rag.store.sparse_bm25 import bm25_idf
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document, Hit
 
@@ -70,20 +76,10 @@ __all__ = ["DEFAULT_COLLECTION", "QdrantStore"]
 log = structlog.get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
-DENSE, SPARSE = "dense", "bm25"
-_ID, _TEXT, _TERMS = "id", "text", "terms"
-_AVGDL = "crag_bm25_avgdl"
 # For a collection created by another tool, without our metadata: fastembed's BM25 default.
 _DEFAULT_AVGDL = 256.0
 _WRITE_BATCH = 256  # points per upsert request: bounded request size, few round trips
 _PAGE = 1024  # points per scroll page
-# Point ids must be UUIDs or integers: a document id maps to a fixed UUID in this namespace.
-_NAMESPACE = uuid.UUID("6f1c2d3e-8a4b-4c5d-9e6f-7a8b9c0d1e2f")
-
-
-def point_id(doc_id: str) -> str:
-    """The Qdrant point id of a document id (UUID 5, the same in every process)."""
-    return str(uuid.uuid5(_NAMESPACE, doc_id))
 
 
 def _import_qdrant() -> Any:
@@ -201,30 +197,11 @@ class QdrantStore:
     def _stored_avgdl(self) -> float | None:
         with self._call("get_collection"):
             info = self._client.get_collection(self.collection_name)
-        meta = getattr(info.config, "metadata", None) or {}
-        value = meta.get(_AVGDL)
-        return float(value) if value else None
+        return recorded_avgdl(info)
 
     def _create(self, dimension: int, avgdl: float) -> None:
-        from qdrant_client import models
-
         with self._call("create_collection"):
-            self._client.create_collection(
-                self.collection_name,
-                vectors_config={
-                    DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-                metadata={_AVGDL: avgdl, "crag_bm25_k1": K1, "crag_bm25_b": B},
-            )
-            with warnings.catch_warnings():  # local mode says it has no payload indexes
-                warnings.simplefilter("ignore", UserWarning)
-                for field in (_TERMS, _ID):
-                    self._client.create_payload_index(
-                        self.collection_name, field, field_schema=models.PayloadSchemaType.KEYWORD
-                    )
+            create_collection(self._client, self.collection_name, dimension, avgdl)
         self._exists = True
 
     # -- reading -----------------------------------------------------------------------------
@@ -243,7 +220,7 @@ class QdrantStore:
     def ids(self, *, where: Mapping[str, Any] | None = None) -> list[str]:
         """All document ids (in the engine's order); with ``where``, those whose metadata match."""
         check_where(where)
-        return [p.payload[_ID] for p in self._scroll([_ID], where=where)]
+        return [p.payload[ID] for p in self._scroll([ID], where=where)]
 
     def sources(self) -> set[str]:
         """Every distinct ``source`` metadata value: the files the documents came from."""
@@ -289,12 +266,7 @@ class QdrantStore:
             points = self._client.retrieve(
                 self.collection_name, [point_id(i) for i in ids], with_payload=True
             )
-        return {
-            p.payload[_ID]: Document(
-                p.payload[_ID], p.payload[_TEXT], dict(p.payload.get(METADATA_KEY) or {})
-            )
-            for p in points
-        }
+        return {p.payload[ID]: document_of(p.payload) for p in points}
 
     def idf(self, term: str) -> float:
         """Corpus idf of ``term`` as the BM25 leg weighs it (Qdrant's IDF modifier).
@@ -311,7 +283,7 @@ class QdrantStore:
         if token is None or not self._collection_exists():
             return 0.0
         has_term = models.Filter(
-            must=[models.FieldCondition(key=_TERMS, match=models.MatchValue(value=token))]
+            must=[models.FieldCondition(key=TERMS, match=models.MatchValue(value=token))]
         )
         with self._call("count"):
             total = self._client.count(self.collection_name, exact=True).count
@@ -359,31 +331,10 @@ class QdrantStore:
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
     ) -> Runs | None:
         """Each leg's ``depth`` best ``(id, score)`` pairs, both legs in one batch request."""
-        from qdrant_client import models
-
         flt = to_qdrant_filter(where) if where else None
         if not self._collection_exists():
             return None
-        requests: dict[str, Any] = {}
-        if SPARSE in legs:
-            indices, values = query_vector(tokenize(query))
-            if indices:  # a query of stop words only matches nothing lexically
-                requests[SPARSE] = models.QueryRequest(
-                    query=models.SparseVector(indices=indices, values=values),
-                    using=SPARSE,
-                    filter=flt,
-                    limit=depth,
-                    with_payload=[_ID],
-                )
-        if DENSE in legs:
-            vector = self.embedder.embed([query])[0]
-            requests[DENSE] = models.QueryRequest(
-                query=np.asarray(vector, dtype=np.float32).tolist(),
-                using=DENSE,
-                filter=flt,
-                limit=depth,
-                with_payload=[_ID],
-            )
+        requests = leg_requests(query, legs, depth, flt, self.embedder)
         runs: Runs = {leg: [] for leg in legs}
         if requests:
             with self._call("query_batch_points"):
@@ -391,7 +342,7 @@ class QdrantStore:
                     self.collection_name, list(requests.values())
                 )
             for leg, answer in zip(requests, answers, strict=True):
-                runs[leg] = [(p.payload[_ID], float(p.score)) for p in answer.points]
+                runs[leg] = [(p.payload[ID], float(p.score)) for p in answer.points]
         return runs
 
     def _hits(
@@ -452,7 +403,7 @@ class QdrantStore:
                 shown = ", ".join(repr(i) for i in sorted(previous)[:10])
                 raise InputError(f"{len(previous)} ids already stored: {shown} (use upsert)")
             try:  # embedding may fail (model missing): nothing has been written yet
-                vectors = self._embed(docs, previous)
+                vectors = reuse_or_embed(self.embedder, docs, previous)
             except (ConfigError, StoreError):
                 raise
             except Exception as exc:
@@ -460,7 +411,7 @@ class QdrantStore:
             tokens = [tokenize(d.text) for d in docs]
             avgdl = self._avgdl_for(tokens, vectors.shape[1])
             points = [
-                self._point(d, v, t, avgdl) for d, v, t in zip(docs, vectors, tokens, strict=True)
+                make_point(d, v, t, avgdl) for d, v, t in zip(docs, vectors, tokens, strict=True)
             ]
             for start in range(0, len(points), _WRITE_BATCH):
                 with self._call("upsert"):
@@ -477,26 +428,13 @@ class QdrantStore:
             points = self._client.retrieve(
                 self.collection_name,
                 [point_id(i) for i in ids],
-                with_payload=[_ID, _TEXT],
+                with_payload=[ID, TEXT],
                 with_vectors=[DENSE],
             )
         return {
-            p.payload[_ID]: (p.payload[_TEXT], np.asarray(p.vector[DENSE], dtype=np.float32))
+            p.payload[ID]: (p.payload[TEXT], np.asarray(p.vector[DENSE], dtype=np.float32))
             for p in points
         }
-
-    def _embed(
-        self, docs: Sequence[Document], previous: Mapping[str, tuple[str, np.ndarray]]
-    ) -> np.ndarray:
-        """Embeddings of ``docs``, reusing the stored vector where the text is unchanged."""
-        fresh = [d for d in docs if d.id not in previous or previous[d.id][0] != d.text]
-        computed: Iterator[np.ndarray] = iter(
-            self.embedder.embed([d.text for d in fresh]) if fresh else []
-        )
-        reuse = {d.id for d in docs} - {d.id for d in fresh}
-        return np.vstack(
-            [previous[d.id][1] if d.id in reuse else next(computed) for d in docs]
-        ).astype(np.float32)
 
     def _avgdl_for(self, tokens: Sequence[Sequence[str]], dimension: int) -> float:
         """The collection's avgdl; the first write into an empty one measures and records it."""
@@ -508,21 +446,6 @@ class QdrantStore:
         self._create(dimension, avgdl)
         self._recorded = avgdl
         return avgdl
-
-    def _point(self, doc: Document, vector: np.ndarray, tokens: list[str], avgdl: float) -> Any:
-        from qdrant_client import models
-
-        named: dict[str, Any] = {DENSE: vector.tolist()}
-        indices, values = document_vector(tokens, avgdl)
-        if indices:  # a text of stop words only has no lexical side
-            named[SPARSE] = models.SparseVector(indices=indices, values=values)
-        payload = {
-            _ID: doc.id,
-            _TEXT: doc.text,
-            METADATA_KEY: dict(doc.metadata),
-            _TERMS: sorted(set(tokens)),
-        }
-        return models.PointStruct(id=point_id(doc.id), vector=named, payload=payload)
 
     # -- lifetime ----------------------------------------------------------------------------
 
