@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import ConfigError, DuplicateIdError, InputError
@@ -15,6 +15,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_TOP_K",
     "check_candidates",
+    "check_not_stored",
     "check_parts",
     "check_search",
     "check_term",
@@ -99,6 +100,13 @@ def validate_documents(documents: Iterable[Document]) -> list[Document]:
             raise InputError(f"document {doc.id!r}: metadata keys {reserved} are reserved")
     check_unique([d.id for d in docs])
     return docs
+
+
+def check_not_stored(stored: Collection[str], *, replace: bool) -> None:
+    """Refuse to ``add`` (``replace=False``) documents whose ids are already ``stored``."""
+    if stored and not replace:
+        shown = ", ".join(repr(i) for i in sorted(stored)[:10])
+        raise InputError(f"{len(stored)} ids already stored: {shown} (use upsert)")
 
 
 def check_unique(ids: Sequence[str]) -> None:

@@ -13,11 +13,10 @@ explicitly by a caller who wants the cost (and any error) up front.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -26,8 +25,6 @@ import structlog
 
 from corrective_rag.errors import (
     ConfigError,
-    CorrectiveRAGError,
-    InputError,
     StoreError,
 )
 from corrective_rag.inputs import check_int
@@ -38,6 +35,7 @@ from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import (
     MAX_TOP_K,
     check_candidates,
+    check_not_stored,
     check_parts,
     check_term,
     check_unique,
@@ -46,6 +44,7 @@ from corrective_rag.store.checks import (
     validate_ids,
 )
 from corrective_rag.store.dense import DenseIndex, embed_documents
+from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.openers import (
@@ -75,21 +74,6 @@ __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP
 log = structlog.get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
-
-
-@contextlib.contextmanager
-def _reading(what: str) -> Iterator[None]:
-    """Turn a foreign failure while reading (chroma down, connection dropped) into StoreError.
-
-    Callers, such as a batch writing one error line per failed query, then see the package's
-    own error, never an httpx or chromadb exception.
-    """
-    try:
-        yield
-    except CorrectiveRAGError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class HybridStore:
@@ -249,7 +233,7 @@ class HybridStore:
             self._check_open()
             if self._bm25_index is not None:
                 return
-            with _reading("opening the store"):
+            with foreign_failures("opening the store"):
                 dense = self._source() if not isinstance(self._source, DenseIndex) else self._source
             try:
                 if self.directory is not None:
@@ -298,21 +282,21 @@ class HybridStore:
         if where is None:
             return self._bm25.ids()
         check_where(where)
-        with _reading("ids"):
+        with foreign_failures("ids"):
             allowed = self._dense.matching_ids(where)
         return [i for i in self._bm25.ids() if i in allowed]
 
     def sources(self) -> set[str]:
         """Every distinct ``source`` metadata value: the files the documents came from."""
         self._check_open()
-        with _reading("sources"):
+        with foreign_failures("sources"):
             return self._dense.metadata_values("source")
 
     def get(self, ids: Iterable[str]) -> list[Document]:
         """The stored documents among ``ids``, in the order asked; unknown ids are skipped."""
         self._check_open()
         wanted = validate_ids(ids)
-        with _reading("get"):
+        with foreign_failures("get"):
             found = self._dense.documents(wanted) if wanted else {}
         return [found[i] for i in wanted if i in found]
 
@@ -341,7 +325,7 @@ class HybridStore:
                 both legs.
         """
         self._check_open()
-        with _reading("retrieve"):  # no lock: readers run in parallel (see _runs)
+        with foreign_failures("retrieve"):  # no lock: readers run in parallel (see _runs)
             return fused_search(
                 query,
                 top_k,
@@ -365,7 +349,7 @@ class HybridStore:
         Each hit's ``score`` is the leg's own score (BM25 score or cosine similarity).
         """
         self._check_open()
-        with _reading("search"):
+        with foreign_failures("search"):
             return leg_search(query, leg, top_k, where, run_legs=self._runs, make_hits=self._hits)
 
     def _runs(
@@ -440,15 +424,9 @@ class HybridStore:
         with self._lock:
             self._check_writable()
             previous = self._dense.records(ids)
-            if previous and not replace:
-                shown = ", ".join(repr(i) for i in sorted(previous)[:10])
-                raise InputError(f"{len(previous)} ids already stored: {shown} (use upsert)")
-            try:  # embedding may fail (model missing): nothing has been written yet
+            check_not_stored(previous, replace=replace)
+            with embedding_failures():  # the model may be missing: nothing is written yet
                 embeddings = embed_documents(self.embedder, docs, previous)
-            except (ConfigError, StoreError):
-                raise
-            except Exception as exc:
-                raise StoreError(f"embedding failed, nothing written: {exc}") from exc
             old_tokens = {i: self._bm25.tokens(i) for i in ids if i in self._bm25}
 
             def change() -> None:

@@ -32,11 +32,12 @@ from typing import Any
 import numpy as np
 import structlog
 
-from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, StoreError
+from corrective_rag.errors import ConfigError, StoreError
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import (
     check_candidates,
+    check_not_stored,
     check_parts,
     check_term,
     check_unique,
@@ -44,6 +45,7 @@ from corrective_rag.store.checks import (
     validate_documents,
     validate_ids,
 )
+from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.qdrant_points import (
@@ -92,15 +94,9 @@ def _import_qdrant() -> Any:
     return qdrant_client
 
 
-@contextlib.contextmanager
-def _calling(what: str) -> Iterator[None]:
+def _calling(what: str) -> contextlib.AbstractContextManager[None]:
     """Turn a client failure (server down, timeout, bad request) into the package's StoreError."""
-    try:
-        yield
-    except CorrectiveRAGError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"qdrant {what} failed: {type(exc).__name__}: {exc}") from exc
+    return foreign_failures(f"qdrant {what}")
 
 
 class QdrantStore:
@@ -399,15 +395,9 @@ class QdrantStore:
         with self._lock:
             self._check_open()
             previous = self._previous([d.id for d in docs])
-            if previous and not replace:
-                shown = ", ".join(repr(i) for i in sorted(previous)[:10])
-                raise InputError(f"{len(previous)} ids already stored: {shown} (use upsert)")
-            try:  # embedding may fail (model missing): nothing has been written yet
+            check_not_stored(previous, replace=replace)
+            with embedding_failures():  # the model may be missing: nothing is written yet
                 vectors = reuse_or_embed(self.embedder, docs, previous)
-            except (ConfigError, StoreError):
-                raise
-            except Exception as exc:
-                raise StoreError(f"embedding failed, nothing written: {exc}") from exc
             tokens = [tokenize(d.text) for d in docs]
             avgdl = self._avgdl_for(tokens, vectors.shape[1])
             points = [
