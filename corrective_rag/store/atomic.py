@@ -19,10 +19,20 @@ from corrective_rag.errors import StoreConsistencyError, StoreError
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.dense import DenseIndex, Record
 from corrective_rag.store.persist import SavedBM25, new_stamp
+from corrective_rag.types import Document
 
-__all__ = ["Before", "apply_write"]
+__all__ = ["Before", "Sides", "apply_write", "delete_documents", "write_documents"]
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Sides:
+    """Both sides of a store, and where the BM25 side is saved (``None``: in memory only)."""
+
+    dense: DenseIndex
+    bm25: BM25Index
+    saved: SavedBM25 | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,23 +50,48 @@ class Before:
     old_tokens: Mapping[str, list[str]]
 
 
-def apply_write(
-    change: Callable[[], None],
-    before: Before,
-    *,
-    dense: DenseIndex,
-    bm25: BM25Index,
-    saved: SavedBM25 | None,
+def write_documents(
+    sides: Sides,
+    docs: Sequence[Document],
+    embeddings: np.ndarray,
+    previous: Mapping[str, Record],
     stamp: str | None,
+) -> str | None:
+    """Write ``docs`` and their ``embeddings`` to both sides, or to neither.
+
+    ``previous`` holds the stored records among ``docs``' ids, which the write replaces.
+    """
+    ids = [d.id for d in docs]
+    old_tokens = {i: sides.bm25.tokens(i) for i in ids if i in sides.bm25}
+
+    def change() -> None:
+        sides.dense.write(docs, embeddings, previous)
+        sides.bm25.upsert((d.id, d.text) for d in docs)
+
+    return apply_write(change, Before(ids, previous, old_tokens), sides, stamp)
+
+
+def delete_documents(sides: Sides, previous: Mapping[str, Record], stamp: str | None) -> str | None:
+    """Delete the stored documents ``previous`` from both sides, or from neither."""
+    gone = list(previous)
+    old_tokens = {i: sides.bm25.tokens(i) for i in gone}
+
+    def change() -> None:
+        sides.dense.delete(gone)
+        sides.bm25.delete(gone)
+
+    return apply_write(change, Before(gone, previous, old_tokens), sides, stamp)
+
+
+def apply_write(
+    change: Callable[[], None], before: Before, sides: Sides, stamp: str | None
 ) -> str | None:
     """Run ``change`` on both sides and commit; on any failure put both sides back.
 
     Args:
         change: writes both sides (dense first, then BM25).
         before: what ``change`` is about to replace.
-        dense: the dense side.
-        bm25: the BM25 side.
-        saved: where a persistent store keeps the BM25 side; ``None`` in memory.
+        sides: the store's two sides.
         stamp: the sides' committed stamp (``None`` in memory).
 
     Returns:
@@ -66,6 +101,7 @@ def apply_write(
         StoreError: the write failed and was rolled back.
         StoreConsistencyError: it could not be rolled back.
     """
+    dense, bm25, saved = sides.dense, sides.bm25, sides.saved
     # Where a failed write cuts the BM25 log back to: its length before the write, then what
     # the commit reports (None: the commit wrote a snapshot instead).
     undo = saved.log_size() if saved is not None else None

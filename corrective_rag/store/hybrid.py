@@ -30,7 +30,7 @@ from corrective_rag.errors import (
 from corrective_rag.inputs import check_int
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
-from corrective_rag.store.atomic import Before, apply_write
+from corrective_rag.store.atomic import Sides, delete_documents, write_documents
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import (
     MAX_TOP_K,
@@ -56,8 +56,7 @@ from corrective_rag.store.openers import (
 from corrective_rag.store.persist import (
     SavedBM25,
     WriterLock,
-    load_consistent,
-    rebuild,
+    load_bm25,
 )
 from corrective_rag.store.search import (
     DEFAULT_ALPHA,
@@ -236,16 +235,13 @@ class HybridStore:
             with foreign_failures("opening the store"):
                 dense = self._source() if not isinstance(self._source, DenseIndex) else self._source
             try:
-                if self.directory is not None:
-                    bm25, self._stamp = load_consistent(
-                        self.directory,
-                        self.collection_name,
-                        dense,
-                        prefer_fast=self._prefer_fast,
-                        read_only=self.read_only,
-                    )
-                else:
-                    bm25 = rebuild(dense, prefer_fast=self._prefer_fast)
+                bm25, self._stamp = load_bm25(
+                    dense,
+                    self.directory,
+                    self.collection_name,
+                    prefer_fast=self._prefer_fast,
+                    read_only=self.read_only,
+                )
             except BaseException:
                 dense.close()
                 raise
@@ -406,47 +402,27 @@ class HybridStore:
             previous = self._dense.records(wanted) if wanted else {}
             if not previous:
                 return 0
-            gone = list(previous)
-            old_tokens = {i: self._bm25.tokens(i) for i in gone}
-
-            def change() -> None:
-                self._dense.delete(gone)
-                self._bm25.delete(gone)
-
-            self._apply(change, Before(gone, previous, old_tokens))
-        log.debug("store_deleted", documents=len(gone))
-        return len(gone)
+            self._stamp = delete_documents(self._sides(), previous, self._stamp)
+        log.debug("store_deleted", documents=len(previous))
+        return len(previous)
 
     def _write(self, docs: list[Document], *, replace: bool) -> None:
         if not docs:
             return
-        ids = [d.id for d in docs]
         with self._lock:
             self._check_writable()
-            previous = self._dense.records(ids)
+            previous = self._dense.records([d.id for d in docs])
             check_not_stored(previous, replace=replace)
             with embedding_failures():  # the model may be missing: nothing is written yet
                 embeddings = embed_documents(self.embedder, docs, previous)
-            old_tokens = {i: self._bm25.tokens(i) for i in ids if i in self._bm25}
-
-            def change() -> None:
-                self._dense.write(docs, embeddings, previous)
-                self._bm25.upsert((d.id, d.text) for d in docs)
-
-            self._apply(change, Before(ids, previous, old_tokens))
+            self._stamp = write_documents(self._sides(), docs, embeddings, previous, self._stamp)
         log.debug("store_written", documents=len(docs), replace=replace)
 
-    def _apply(self, change: Callable[[], None], before: Before) -> None:
-        """Run ``change`` on both sides and commit; on any failure put both sides back."""
+    def _sides(self) -> Sides:
+        """Both sides, for :mod:`~corrective_rag.store.atomic` to write all or nothing."""
         directory = self.directory
-        self._stamp = apply_write(
-            change,
-            before,
-            dense=self._dense,
-            bm25=self._bm25,
-            saved=SavedBM25(directory, self.collection_name) if directory is not None else None,
-            stamp=self._stamp,
-        )
+        saved = SavedBM25(directory, self.collection_name) if directory is not None else None
+        return Sides(self._dense, self._bm25, saved)
 
     # -- lifetime ----------------------------------------------------------------------------
 
