@@ -46,7 +46,6 @@ from corrective_rag.store.checks import (
 from corrective_rag.store.dense import DenseIndex, embed_documents
 from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
-from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.openers import (
     check_store_folder,
     ephemeral_opener,
@@ -329,7 +328,7 @@ class HybridStore:
                 candidates=self.candidates,
                 fusion=self.fusion,
                 run_legs=self._runs,
-                make_hits=self._hits,
+                fetch=self._documents,
             )
 
     def search(
@@ -346,7 +345,7 @@ class HybridStore:
         """
         self._check_open()
         with foreign_failures("search"):
-            return leg_search(query, leg, top_k, where, run_legs=self._runs, make_hits=self._hits)
+            return leg_search(query, leg, top_k, where, run_legs=self._runs, fetch=self._documents)
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
@@ -369,13 +368,8 @@ class HybridStore:
             runs["dense"] = self._dense.query(vector, depth, where)
         return runs
 
-    def _hits(
-        self, ranked: Sequence[tuple[str, float]], runs: Mapping[str, Sequence[tuple[str, float]]]
-    ) -> list[Hit]:
-        hits = assemble_hits(ranked, runs, self._dense.documents([doc_id for doc_id, _ in ranked]))
-        if len(hits) < len(ranked):  # another client deleted them on a shared server
-            log.warning("hits_vanished", missing=len(ranked) - len(hits))
-        return hits
+    def _documents(self, ids: list[str]) -> dict[str, Document]:
+        return self._dense.documents(ids)
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -47,7 +47,6 @@ from corrective_rag.store.checks import (
 )
 from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
-from corrective_rag.store.hits import assemble_hits
 from corrective_rag.store.qdrant_points import (
     DENSE,
     ID,
@@ -305,7 +304,7 @@ class QdrantStore:
             candidates=self.candidates,
             fusion=self.fusion,
             run_legs=self._runs,
-            make_hits=self._hits,
+            fetch=self._documents,
         )
 
     def search(
@@ -321,7 +320,7 @@ class QdrantStore:
         Each hit's ``score`` is the leg's own score (BM25 score or cosine similarity).
         """
         self._check_open()
-        return leg_search(query, leg, top_k, where, run_legs=self._runs, make_hits=self._hits)
+        return leg_search(query, leg, top_k, where, run_legs=self._runs, fetch=self._documents)
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
@@ -340,14 +339,6 @@ class QdrantStore:
             for leg, answer in zip(requests, answers, strict=True):
                 runs[leg] = [(p.payload[ID], float(p.score)) for p in answer.points]
         return runs
-
-    def _hits(
-        self, ranked: Sequence[tuple[str, float]], runs: Mapping[str, Sequence[tuple[str, float]]]
-    ) -> list[Hit]:
-        hits = assemble_hits(ranked, runs, self._documents([doc_id for doc_id, _ in ranked]))
-        if len(hits) < len(ranked):  # another client deleted them between the two calls
-            log.warning("hits_vanished", missing=len(ranked) - len(hits))
-        return hits
 
     # -- writing -----------------------------------------------------------------------------
 
