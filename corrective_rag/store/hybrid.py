@@ -23,10 +23,7 @@ from typing import Any
 
 import structlog
 
-from corrective_rag.errors import (
-    ConfigError,
-    StoreError,
-)
+from corrective_rag.errors import ConfigError, StoreError
 from corrective_rag.inputs import check_int
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
@@ -52,11 +49,7 @@ from corrective_rag.store.openers import (
     folder_opener,
     server_opener,
 )
-from corrective_rag.store.persist import (
-    SavedBM25,
-    WriterLock,
-    load_bm25,
-)
+from corrective_rag.store.persist import SavedBM25, WriterLock, load_bm25
 from corrective_rag.store.search import (
     DEFAULT_ALPHA,
     DEFAULT_CANDIDATES,
@@ -355,7 +348,7 @@ class HybridStore:
         Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the dense
         backend are each safe for concurrent readers. A query that runs during a write may see
         one leg before the write and the other after it; hits whose document vanished are
-        dropped (:meth:`_hits`).
+        dropped (:func:`~corrective_rag.store.search.fetched_hits`).
         """
         allowed = self._dense.matching_ids(where) if where else None
         if allowed is not None and not allowed:
@@ -369,6 +362,7 @@ class HybridStore:
         return runs
 
     def _documents(self, ids: list[str]) -> dict[str, Document]:
+        """The stored documents among ``ids``, by id: what hits are made of."""
         return self._dense.documents(ids)
 
     # -- writing -----------------------------------------------------------------------------
