@@ -52,7 +52,7 @@ PARTS = (
     ("  bm25 leg", "store/bm25.py", "top_k"),
     ("  dense leg: chromadb query", "store/dense.py", "query"),
     ("  dense leg: query embedding (cache)", "benchmarks/retrievers.py", "embed"),
-    ("  fetching hit documents", "store/hybrid.py", "_hits"),
+    ("  fetching hit documents", "store/search.py", "fetched_hits"),
     ("multi-query fusion", "loop/multiquery.py", "search_queries"),
     ("rewrite check (drift guard)", "rewrite/llm.py", "rewrite"),
     ("result to JSON", "benchmarks/overhead.py", "to_json"),

@@ -1,20 +1,26 @@
-"""Argument checks shared by the store's write and read calls, done before anything is written."""
+"""Argument checks shared by the stores' constructors, reads and writes, done before any work."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from corrective_rag.errors import DuplicateIdError, InputError
+from corrective_rag.errors import ConfigError, DuplicateIdError, InputError
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.store.dense import RESERVED_PREFIX
+from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 
 __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_TOP_K",
+    "check_candidates",
+    "check_not_stored",
+    "check_parts",
     "check_search",
+    "check_term",
     "check_unique",
+    "check_where",
     "validate_documents",
     "validate_ids",
 ]
@@ -25,12 +31,46 @@ MAX_TEXT_CHARS = 1_000_000
 MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
 
 
+def check_candidates(candidates: int) -> None:
+    """A store's ``candidates`` (how deep each leg searches before fusion): an int in range."""
+    check_int(candidates, "candidates")
+    if not 1 <= candidates <= MAX_TOP_K:
+        raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
+
+
+def check_parts(fusion: object, embedder: object) -> None:
+    """A store's injected ``fusion`` and ``embedder``: ``None`` (the default) or duck-typed."""
+    if fusion is not None and not callable(getattr(fusion, "fuse", None)):
+        raise ConfigError("fusion must have a fuse(runs) method")
+    if embedder is not None and not callable(getattr(embedder, "embed", None)):
+        raise ConfigError("embedder must have an embed(texts) method")
+
+
+def check_where(where: Mapping[str, Any] | None) -> None:
+    """A metadata filter: ``None`` or a non-empty mapping."""
+    if where is not None and (not isinstance(where, Mapping) or not where):
+        raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+
+
 def check_search(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:
     """The arguments of a store's ``retrieve`` and ``search``, checked alike by every store."""
     check_query(query, what="query")
     check_int(top_k, "top_k", minimum=1, maximum=MAX_TOP_K)
-    if where is not None and (not isinstance(where, Mapping) or not where):
-        raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+    check_where(where)
+
+
+def check_term(term: str) -> str | None:
+    """The one token of an ``idf()`` argument, or ``None`` for a stop word (no token).
+
+    Raises:
+        InputError: ``term`` is not a string or tokenizes into more than one token.
+    """
+    if not isinstance(term, str):
+        raise InputError(f"term must be a string, got {type(term).__name__}")
+    tokens = tokenize(term)
+    if len(tokens) > 1:
+        raise InputError(f"idf() takes one term, {term!r} has {len(tokens)} tokens")
+    return tokens[0] if tokens else None
 
 
 def _as_list(items: Any, what: str) -> list[Any]:
@@ -60,6 +100,13 @@ def validate_documents(documents: Iterable[Document]) -> list[Document]:
             raise InputError(f"document {doc.id!r}: metadata keys {reserved} are reserved")
     check_unique([d.id for d in docs])
     return docs
+
+
+def check_not_stored(stored: Collection[str], *, replace: bool) -> None:
+    """Refuse to ``add`` (``replace=False``) documents whose ids are already ``stored``."""
+    if stored and not replace:
+        shown = ", ".join(repr(i) for i in sorted(stored)[:10])
+        raise InputError(f"{len(stored)} ids already stored: {shown} (use upsert)")
 
 
 def check_unique(ids: Sequence[str]) -> None:

@@ -13,48 +13,51 @@ explicitly by a caller who wants the cost (and any error) up front.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import structlog
 
-from corrective_rag.errors import (
-    ConfigError,
-    CorrectiveRAGError,
-    InputError,
-    StoreConsistencyError,
-    StoreError,
-)
+from corrective_rag.errors import ConfigError, StoreError
 from corrective_rag.inputs import check_int
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
+from corrective_rag.store.atomic import Sides, delete_documents, write_documents
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import (
     MAX_TOP_K,
-    check_search,
+    check_candidates,
+    check_not_stored,
+    check_parts,
+    check_term,
     check_unique,
+    check_where,
     validate_documents,
     validate_ids,
 )
-from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
-from corrective_rag.store.dense import DenseIndex, Record, embed_documents
+from corrective_rag.store.dense import DenseIndex, embed_documents
+from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
-from corrective_rag.store.hits import assemble_hits
-from corrective_rag.store.persist import (
-    SavedBM25,
-    WriterLock,
-    load_consistent,
-    new_stamp,
-    rebuild,
+from corrective_rag.store.openers import (
+    check_store_folder,
+    ephemeral_opener,
+    folder_opener,
+    server_opener,
 )
-from corrective_rag.text import tokenize
+from corrective_rag.store.persist import SavedBM25, WriterLock, load_bm25
+from corrective_rag.store.search import (
+    DEFAULT_ALPHA,
+    DEFAULT_CANDIDATES,
+    LEGS,  # noqa: F401 (importable from here, as before the outline moved to search.py)
+    Runs,
+    fused_search,
+    leg_search,
+)
 from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
@@ -62,35 +65,6 @@ __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP
 log = structlog.get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
-# Each leg hands over its best 100: deep enough that a document one leg ranks ~50th can still be
-# lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.
-DEFAULT_CANDIDATES = 100
-# Equal weights on both legs' normalised scores: no leg is trusted more a priori. Measured over
-# cisi, cranfield, cacm and hotpotqa-500 (README), it beat RRF k=60 and alpha 0.3-0.7 on average.
-DEFAULT_ALPHA = 0.5
-LEGS = ("bm25", "dense")
-
-
-def _wrapped(exc: Exception) -> StoreError:
-    """The error a failed, rolled-back write raises (keeps our own store errors as they are)."""
-    if isinstance(exc, StoreError):
-        return StoreError(f"write failed and was rolled back: {exc}")
-    return StoreError(f"write failed and was rolled back: {type(exc).__name__}: {exc}")
-
-
-@contextlib.contextmanager
-def _reading(what: str) -> Iterator[None]:
-    """Turn a foreign failure while reading (chroma down, connection dropped) into StoreError.
-
-    Callers, such as a batch writing one error line per failed query, then see the package's
-    own error, never an httpx or chromadb exception.
-    """
-    try:
-        yield
-    except CorrectiveRAGError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class HybridStore:
@@ -130,13 +104,8 @@ class HybridStore:
     ) -> None:
         if not isinstance(collection, str) or not 3 <= len(collection) <= 512:
             raise ConfigError(f"collection name must have 3-512 characters, got {collection!r}")
-        check_int(candidates, "candidates")
-        if not 1 <= candidates <= MAX_TOP_K:
-            raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
-        if fusion is not None and not callable(getattr(fusion, "fuse", None)):
-            raise ConfigError("fusion must have a fuse(runs) method")
-        if embedder is not None and not callable(getattr(embedder, "embed", None)):
-            raise ConfigError("embedder must have an embed(texts) method")
+        check_candidates(candidates)
+        check_parts(fusion, embedder)
         if not isinstance(dense, DenseIndex) and not callable(dense):
             raise ConfigError("dense must be a DenseIndex or a callable returning one")
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
@@ -153,7 +122,6 @@ class HybridStore:
         self._stamp: str | None = None
         self._dense_index: DenseIndex | None = None
         self._bm25_index: BM25Index | None = None
-        self._undo: int | None = None  # the BM25 log's length before the write in progress
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -165,21 +133,7 @@ class HybridStore:
         collection (a fresh name unless given), dropped again on :meth:`close`.
         """
         name = collection or f"crag-{uuid.uuid4().hex}"
-
-        def dense() -> DenseIndex:
-            import chromadb
-
-            client = chromadb.EphemeralClient()
-
-            def drop() -> None:
-                try:
-                    client.delete_collection(name)
-                except Exception as exc:  # already gone: nothing to free
-                    log.debug("collection_drop_failed", error=str(exc))
-
-            return ChromaIndex(open_collection(client, name), on_close=drop)
-
-        return cls(dense, collection=name, **kwargs)
+        return cls(ephemeral_opener(name), collection=name, **kwargs)
 
     @classmethod
     def open(
@@ -212,42 +166,16 @@ class HybridStore:
             StoreLockedError: another writer holds the directory.
         """
         directory = str(Path(path).resolve())
-        state = store_state(directory)
-        if state == "file":  # a bad argument for a writer; for a reader, no store to read
-            error = ConfigError if create and not read_only else StoreError
-            raise error(f"store not found: {directory} exists and is not a directory")
-        if state == "other":
-            raise StoreError(
-                f"{directory} is not a corrective_rag store: it holds other files "
-                "(index into a new or empty folder)"
-            )
-        if state != "store" and (read_only or not create):
-            raise StoreError(
-                f"store not found: {directory} (create it with 'corrective-rag index')"
-            )
+        check_store_folder(directory, create=create, read_only=read_only)
         collection = kwargs.get("collection", DEFAULT_COLLECTION)
+        opener = folder_opener(directory, collection, read_only=read_only)
         if read_only:
-
-            def reader() -> DenseIndex:
-                import chromadb
-
-                data, cleanup = readable_copy(directory)
-                client = chromadb.PersistentClient(path=data)
-                return ChromaIndex(open_collection(client, collection), on_close=cleanup)
-
-            return cls(reader, directory=directory, read_only=True, **kwargs)
+            return cls(opener, directory=directory, read_only=True, **kwargs)
         os.makedirs(directory, exist_ok=True)
         # Lock before chroma opens its files, so a second writer is refused before it touches them.
         lock = WriterLock(directory)
-
-        def writer() -> DenseIndex:
-            import chromadb
-
-            client = chromadb.PersistentClient(path=directory)
-            return ChromaIndex(open_collection(client, collection))
-
         try:
-            return cls(writer, directory=directory, _writer=lock, **kwargs)
+            return cls(opener, directory=directory, _writer=lock, **kwargs)
         except BaseException:
             lock.release()
             raise
@@ -273,19 +201,8 @@ class HybridStore:
             raise ConfigError(f"host must be a non-empty string, got {host!r}")
         check_int(port, "port", minimum=1, maximum=65535)
         collection = kwargs.get("collection", DEFAULT_COLLECTION)
-
-        def dense() -> DenseIndex:
-            import chromadb
-
-            try:
-                client = chromadb.HttpClient(
-                    host=host, port=port, ssl=ssl, headers=dict(headers or {})
-                )
-            except Exception as exc:
-                raise StoreError(f"cannot reach chroma server {host}:{port}: {exc}") from exc
-            return ChromaIndex(open_collection(client, collection))
-
-        return cls(dense, **kwargs)
+        opener = server_opener(host, port, collection, ssl=ssl, headers=headers)
+        return cls(opener, **kwargs)
 
     # -- the heavy step ----------------------------------------------------------------------
 
@@ -307,19 +224,16 @@ class HybridStore:
             self._check_open()
             if self._bm25_index is not None:
                 return
-            with _reading("opening the store"):
+            with foreign_failures("opening the store"):
                 dense = self._source() if not isinstance(self._source, DenseIndex) else self._source
             try:
-                if self.directory is not None:
-                    bm25, self._stamp = load_consistent(
-                        self.directory,
-                        self.collection_name,
-                        dense,
-                        prefer_fast=self._prefer_fast,
-                        read_only=self.read_only,
-                    )
-                else:
-                    bm25 = rebuild(dense, prefer_fast=self._prefer_fast)
+                bm25, self._stamp = load_bm25(
+                    dense,
+                    self.directory,
+                    self.collection_name,
+                    prefer_fast=self._prefer_fast,
+                    read_only=self.read_only,
+                )
             except BaseException:
                 dense.close()
                 raise
@@ -355,23 +269,22 @@ class HybridStore:
         self._check_open()
         if where is None:
             return self._bm25.ids()
-        if not isinstance(where, Mapping) or not where:
-            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
-        with _reading("ids"):
+        check_where(where)
+        with foreign_failures("ids"):
             allowed = self._dense.matching_ids(where)
         return [i for i in self._bm25.ids() if i in allowed]
 
     def sources(self) -> set[str]:
         """Every distinct ``source`` metadata value: the files the documents came from."""
         self._check_open()
-        with _reading("sources"):
+        with foreign_failures("sources"):
             return self._dense.metadata_values("source")
 
     def get(self, ids: Iterable[str]) -> list[Document]:
         """The stored documents among ``ids``, in the order asked; unknown ids are skipped."""
         self._check_open()
         wanted = validate_ids(ids)
-        with _reading("get"):
+        with foreign_failures("get"):
             found = self._dense.documents(wanted) if wanted else {}
         return [found[i] for i in wanted if i in found]
 
@@ -384,12 +297,8 @@ class HybridStore:
             InputError: ``term`` is not a string or tokenizes into more than one token.
         """
         self._check_open()
-        if not isinstance(term, str):
-            raise InputError(f"term must be a string, got {type(term).__name__}")
-        tokens = tokenize(term)
-        if len(tokens) > 1:
-            raise InputError(f"idf() takes one term, {term!r} has {len(tokens)} tokens")
-        return self._bm25.idf(tokens[0]) if tokens else 0.0
+        token = check_term(term)
+        return self._bm25.idf(token) if token is not None else 0.0
 
     def retrieve(
         self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
@@ -404,13 +313,16 @@ class HybridStore:
                 both legs.
         """
         self._check_open()
-        check_search(query, top_k, where)
-        with _reading("retrieve"):  # no lock: readers run in parallel (see _runs)
-            runs = self._runs(query, max(self.candidates, top_k), where, ("bm25", "dense"))
-            if runs is None:
-                return []
-            fused = self.fusion.fuse([runs["bm25"], runs["dense"]])[:top_k]
-            return self._hits(fused, runs)
+        with foreign_failures("retrieve"):  # no lock: readers run in parallel (see _runs)
+            return fused_search(
+                query,
+                top_k,
+                where,
+                candidates=self.candidates,
+                fusion=self.fusion,
+                run_legs=self._runs,
+                fetch=self._documents,
+            )
 
     def search(
         self,
@@ -425,29 +337,23 @@ class HybridStore:
         Each hit's ``score`` is the leg's own score (BM25 score or cosine similarity).
         """
         self._check_open()
-        if leg not in LEGS:
-            raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
-        check_search(query, top_k, where)
-        with _reading("search"):
-            runs = self._runs(query, top_k, where, (leg,))
-            if runs is None:
-                return []
-            return self._hits(runs[leg], runs)
+        with foreign_failures("search"):
+            return leg_search(query, leg, top_k, where, run_legs=self._runs, fetch=self._documents)
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-    ) -> dict[str, list[tuple[str, float]]] | None:
+    ) -> Runs | None:
         """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing.
 
         Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the dense
         backend are each safe for concurrent readers. A query that runs during a write may see
         one leg before the write and the other after it; hits whose document vanished are
-        dropped (:meth:`_hits`).
+        dropped (:func:`~corrective_rag.store.search.fetched_hits`).
         """
         allowed = self._dense.matching_ids(where) if where else None
         if allowed is not None and not allowed:
             return None
-        runs: dict[str, list[tuple[str, float]]] = {}
+        runs: Runs = {}
         if "bm25" in legs:
             runs["bm25"] = self._bm25.top_k(query, depth, allowed=allowed)
         if "dense" in legs:
@@ -455,13 +361,9 @@ class HybridStore:
             runs["dense"] = self._dense.query(vector, depth, where)
         return runs
 
-    def _hits(
-        self, ranked: Sequence[tuple[str, float]], runs: Mapping[str, Sequence[tuple[str, float]]]
-    ) -> list[Hit]:
-        hits = assemble_hits(ranked, runs, self._dense.documents([doc_id for doc_id, _ in ranked]))
-        if len(hits) < len(ranked):  # another client deleted them on a shared server
-            log.warning("hits_vanished", missing=len(ranked) - len(hits))
-        return hits
+    def _documents(self, ids: list[str]) -> dict[str, Document]:
+        """The stored documents among ``ids``, by id: what hits are made of."""
+        return self._dense.documents(ids)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -488,104 +390,27 @@ class HybridStore:
             previous = self._dense.records(wanted) if wanted else {}
             if not previous:
                 return 0
-            gone = list(previous)
-            old_tokens = {i: self._bm25.tokens(i) for i in gone}
-
-            def change() -> None:
-                self._dense.delete(gone)
-                self._bm25.delete(gone)
-
-            self._apply(change, gone, previous, old_tokens)
-        log.debug("store_deleted", documents=len(gone))
-        return len(gone)
+            self._stamp = delete_documents(self._sides(), previous, self._stamp)
+        log.debug("store_deleted", documents=len(previous))
+        return len(previous)
 
     def _write(self, docs: list[Document], *, replace: bool) -> None:
         if not docs:
             return
-        ids = [d.id for d in docs]
         with self._lock:
             self._check_writable()
-            previous = self._dense.records(ids)
-            if previous and not replace:
-                shown = ", ".join(repr(i) for i in sorted(previous)[:10])
-                raise InputError(f"{len(previous)} ids already stored: {shown} (use upsert)")
-            try:  # embedding may fail (model missing): nothing has been written yet
+            previous = self._dense.records([d.id for d in docs])
+            check_not_stored(previous, replace=replace)
+            with embedding_failures():  # the model may be missing: nothing is written yet
                 embeddings = embed_documents(self.embedder, docs, previous)
-            except (ConfigError, StoreError):
-                raise
-            except Exception as exc:
-                raise StoreError(f"embedding failed, nothing written: {exc}") from exc
-            old_tokens = {i: self._bm25.tokens(i) for i in ids if i in self._bm25}
-
-            def change() -> None:
-                self._dense.write(docs, embeddings, previous)
-                self._bm25.upsert((d.id, d.text) for d in docs)
-
-            self._apply(change, ids, previous, old_tokens)
+            self._stamp = write_documents(self._sides(), docs, embeddings, previous, self._stamp)
         log.debug("store_written", documents=len(docs), replace=replace)
 
-    def _apply(
-        self,
-        change: Callable[[], None],
-        ids: Sequence[str],
-        previous: Mapping[str, Record],
-        old_tokens: Mapping[str, list[str]],
-    ) -> None:
-        """Run ``change`` on both sides and commit; on any failure put both sides back."""
-        if self.directory is not None:  # where a failed write cuts the BM25 log back to
-            self._undo = SavedBM25(self.directory, self.collection_name).log_size()
-        try:
-            change()
-            self._commit()
-        except Exception as exc:
-            self._rollback(ids, previous, old_tokens)
-            raise _wrapped(exc) from exc
-        except BaseException:
-            self._rollback(ids, previous, old_tokens)
-            raise
-
-    def _commit(self) -> None:
-        """Stamp both persistent sides with a fresh stamp (BM25 file first, then chroma)."""
-        if self.directory is None:
-            self._bm25.take_changes()
-            return
-        stamp = new_stamp()
-        saved = SavedBM25(self.directory, self.collection_name)
-        self._undo = saved.commit(self._bm25, self._stamp or "", stamp)
-        self._dense.set_stamp(stamp)
-        self._stamp = stamp
-
-    def _rollback(
-        self,
-        ids: Sequence[str],
-        previous: Mapping[str, Record],
-        old_tokens: Mapping[str, list[str]],
-    ) -> None:
-        try:
-            self._restore_dense(ids, previous)
-            self._bm25.delete([i for i in ids if i not in old_tokens])
-            self._bm25.put_tokens(old_tokens)
-            if self.directory is not None and self._stamp is not None:
-                saved = SavedBM25(self.directory, self.collection_name)
-                saved.undo(self._undo, self._bm25, self._stamp)
-                self._dense.set_stamp(self._stamp)
-            else:
-                self._bm25.take_changes()
-        except Exception as exc:
-            log.error("store_rollback_failed", error=str(exc))
-            raise StoreConsistencyError(
-                f"a failed write could not be rolled back ({exc}); reopen the store to repair it"
-            ) from exc
-        log.warning("store_write_rolled_back", documents=len(ids))
-
-    def _restore_dense(self, new_ids: Sequence[str], previous: Mapping[str, Record]) -> None:
-        """Undo a dense write: delete ``new_ids`` new to it, put back the ``previous`` records."""
-        dense = self._dense
-        dense.delete([i for i in new_ids if i not in previous])
-        if previous:
-            docs = [r.document for r in previous.values()]
-            current = dense.records(list(previous))
-            dense.write(docs, np.vstack([r.embedding for r in previous.values()]), current)
+    def _sides(self) -> Sides:
+        """Both sides, for :mod:`~corrective_rag.store.atomic` to write all or nothing."""
+        directory = self.directory
+        saved = SavedBM25(directory, self.collection_name) if directory is not None else None
+        return Sides(self._dense, self._bm25, saved)
 
     # -- lifetime ----------------------------------------------------------------------------
 

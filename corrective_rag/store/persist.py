@@ -33,6 +33,7 @@ __all__ = [
     "SavedBM25",
     "WriterLock",
     "bm25_path",
+    "load_bm25",
     "load_consistent",
     "new_stamp",
     "rebuild",
@@ -254,3 +255,23 @@ def load_consistent(
         ) from exc
     index.track_changes()
     return index, stamp
+
+
+def load_bm25(
+    dense: DenseIndex,
+    directory: str | None,
+    collection: str,
+    *,
+    prefer_fast: bool = True,
+    read_only: bool = False,
+) -> tuple[BM25Index, str | None]:
+    """The BM25 side for ``dense`` and the stamp both sides carry.
+
+    Saved in ``directory`` (see :func:`load_consistent`), or, with no directory (a server or an
+    in-memory store), built from the dense side's whole corpus, with no stamp.
+    """
+    if directory is None:
+        return rebuild(dense, prefer_fast=prefer_fast), None
+    return load_consistent(
+        directory, collection, dense, prefer_fast=prefer_fast, read_only=read_only
+    )

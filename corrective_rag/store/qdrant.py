@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -33,31 +32,43 @@ from typing import Any
 import numpy as np
 import structlog
 
-from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, StoreError
+from corrective_rag.errors import ConfigError, StoreError
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import (
-    MAX_TOP_K,
-    check_search,
+    check_candidates,
+    check_not_stored,
+    check_parts,
+    check_term,
     check_unique,
+    check_where,
     validate_documents,
     validate_ids,
 )
+from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
-from corrective_rag.store.hits import assemble_hits
-from corrective_rag.store.hybrid import (
-    DEFAULT_ALPHA,
-    DEFAULT_CANDIDATES,
-    LEGS,
+from corrective_rag.store.qdrant_points import (
+    DENSE,
+    ID,
+    TERMS,
+    TEXT,
+    create_collection,
+    document_of,
+    leg_requests,
+    make_point,
+    point_id,
+    recorded_avgdl,
+    reuse_or_embed,
 )
 from corrective_rag.store.qdrant_where import METADATA_KEY, to_qdrant_filter
-from corrective_rag.store.sparse_bm25 import (
-    K1,
-    B,
-    bm25_idf,
-    document_vector,
-    query_vector,
+from corrective_rag.store.search import (
+    DEFAULT_ALPHA,
+    DEFAULT_CANDIDATES,
+    Runs,
+    fused_search,
+    leg_search,
 )
+from corrective_rag.store.sparse_bm25 import bm25_idf
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document, Hit
 
@@ -66,20 +77,10 @@ __all__ = ["DEFAULT_COLLECTION", "QdrantStore"]
 log = structlog.get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
-DENSE, SPARSE = "dense", "bm25"
-_ID, _TEXT, _TERMS = "id", "text", "terms"
-_AVGDL = "crag_bm25_avgdl"
 # For a collection created by another tool, without our metadata: fastembed's BM25 default.
 _DEFAULT_AVGDL = 256.0
 _WRITE_BATCH = 256  # points per upsert request: bounded request size, few round trips
 _PAGE = 1024  # points per scroll page
-# Point ids must be UUIDs or integers: a document id maps to a fixed UUID in this namespace.
-_NAMESPACE = uuid.UUID("6f1c2d3e-8a4b-4c5d-9e6f-7a8b9c0d1e2f")
-
-
-def point_id(doc_id: str) -> str:
-    """The Qdrant point id of a document id (UUID 5, the same in every process)."""
-    return str(uuid.uuid5(_NAMESPACE, doc_id))
 
 
 def _import_qdrant() -> Any:
@@ -92,15 +93,9 @@ def _import_qdrant() -> Any:
     return qdrant_client
 
 
-@contextlib.contextmanager
-def _calling(what: str) -> Iterator[None]:
+def _calling(what: str) -> contextlib.AbstractContextManager[None]:
     """Turn a client failure (server down, timeout, bad request) into the package's StoreError."""
-    try:
-        yield
-    except CorrectiveRAGError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"qdrant {what} failed: {type(exc).__name__}: {exc}") from exc
+    return foreign_failures(f"qdrant {what}")
 
 
 class QdrantStore:
@@ -132,18 +127,12 @@ class QdrantStore:
     ) -> None:
         if not isinstance(collection, str) or not 1 <= len(collection) <= 255:
             raise ConfigError(f"collection name must have 1-255 characters, got {collection!r}")
-        if isinstance(candidates, bool) or not isinstance(candidates, int):
-            raise ConfigError(f"candidates must be an int, got {candidates!r}")
-        if not 1 <= candidates <= MAX_TOP_K:
-            raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
+        check_candidates(candidates)
         if avgdl is not None and (
             isinstance(avgdl, bool) or not isinstance(avgdl, int | float) or not avgdl > 0
         ):
             raise ConfigError(f"avgdl must be a positive number or None, got {avgdl!r}")
-        if fusion is not None and not callable(getattr(fusion, "fuse", None)):
-            raise ConfigError("fusion must have a fuse(runs) method")
-        if embedder is not None and not callable(getattr(embedder, "embed", None)):
-            raise ConfigError("embedder must have an embed(texts) method")
+        check_parts(fusion, embedder)
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
         self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
@@ -203,30 +192,11 @@ class QdrantStore:
     def _stored_avgdl(self) -> float | None:
         with self._call("get_collection"):
             info = self._client.get_collection(self.collection_name)
-        meta = getattr(info.config, "metadata", None) or {}
-        value = meta.get(_AVGDL)
-        return float(value) if value else None
+        return recorded_avgdl(info)
 
     def _create(self, dimension: int, avgdl: float) -> None:
-        from qdrant_client import models
-
         with self._call("create_collection"):
-            self._client.create_collection(
-                self.collection_name,
-                vectors_config={
-                    DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-                metadata={_AVGDL: avgdl, "crag_bm25_k1": K1, "crag_bm25_b": B},
-            )
-            with warnings.catch_warnings():  # local mode says it has no payload indexes
-                warnings.simplefilter("ignore", UserWarning)
-                for field in (_TERMS, _ID):
-                    self._client.create_payload_index(
-                        self.collection_name, field, field_schema=models.PayloadSchemaType.KEYWORD
-                    )
+            create_collection(self._client, self.collection_name, dimension, avgdl)
         self._exists = True
 
     # -- reading -----------------------------------------------------------------------------
@@ -244,9 +214,8 @@ class QdrantStore:
 
     def ids(self, *, where: Mapping[str, Any] | None = None) -> list[str]:
         """All document ids (in the engine's order); with ``where``, those whose metadata match."""
-        if where is not None and (not isinstance(where, Mapping) or not where):
-            raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
-        return [p.payload[_ID] for p in self._scroll([_ID], where=where)]
+        check_where(where)
+        return [p.payload[ID] for p in self._scroll([ID], where=where)]
 
     def sources(self) -> set[str]:
         """Every distinct ``source`` metadata value: the files the documents came from."""
@@ -292,12 +261,7 @@ class QdrantStore:
             points = self._client.retrieve(
                 self.collection_name, [point_id(i) for i in ids], with_payload=True
             )
-        return {
-            p.payload[_ID]: Document(
-                p.payload[_ID], p.payload[_TEXT], dict(p.payload.get(METADATA_KEY) or {})
-            )
-            for p in points
-        }
+        return {p.payload[ID]: document_of(p.payload) for p in points}
 
     def idf(self, term: str) -> float:
         """Corpus idf of ``term`` as the BM25 leg weighs it (Qdrant's IDF modifier).
@@ -310,15 +274,11 @@ class QdrantStore:
         from qdrant_client import models
 
         self._check_open()
-        if not isinstance(term, str):
-            raise InputError(f"term must be a string, got {type(term).__name__}")
-        tokens = tokenize(term)
-        if len(tokens) > 1:
-            raise InputError(f"idf() takes one term, {term!r} has {len(tokens)} tokens")
-        if not tokens or not self._collection_exists():
+        token = check_term(term)
+        if token is None or not self._collection_exists():
             return 0.0
         has_term = models.Filter(
-            must=[models.FieldCondition(key=_TERMS, match=models.MatchValue(value=tokens[0]))]
+            must=[models.FieldCondition(key=TERMS, match=models.MatchValue(value=token))]
         )
         with self._call("count"):
             total = self._client.count(self.collection_name, exact=True).count
@@ -337,12 +297,15 @@ class QdrantStore:
                 :mod:`corrective_rag.store.qdrant_where`), applied to both legs.
         """
         self._check_open()
-        check_search(query, top_k, where)
-        runs = self._runs(query, max(self.candidates, top_k), where, LEGS)
-        if runs is None:
-            return []
-        fused = self.fusion.fuse([runs[SPARSE], runs[DENSE]])[:top_k]
-        return self._hits(fused, runs)
+        return fused_search(
+            query,
+            top_k,
+            where,
+            candidates=self.candidates,
+            fusion=self.fusion,
+            run_legs=self._runs,
+            fetch=self._documents,
+        )
 
     def search(
         self,
@@ -357,60 +320,25 @@ class QdrantStore:
         Each hit's ``score`` is the leg's own score (BM25 score or cosine similarity).
         """
         self._check_open()
-        if leg not in LEGS:
-            raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
-        check_search(query, top_k, where)
-        runs = self._runs(query, top_k, where, (leg,))
-        if runs is None:
-            return []
-        return self._hits(runs[leg], runs)
+        return leg_search(query, leg, top_k, where, run_legs=self._runs, fetch=self._documents)
 
     def _runs(
         self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-    ) -> dict[str, list[tuple[str, float]]] | None:
+    ) -> Runs | None:
         """Each leg's ``depth`` best ``(id, score)`` pairs, both legs in one batch request."""
-        from qdrant_client import models
-
         flt = to_qdrant_filter(where) if where else None
         if not self._collection_exists():
             return None
-        requests: dict[str, Any] = {}
-        if SPARSE in legs:
-            indices, values = query_vector(tokenize(query))
-            if indices:  # a query of stop words only matches nothing lexically
-                requests[SPARSE] = models.QueryRequest(
-                    query=models.SparseVector(indices=indices, values=values),
-                    using=SPARSE,
-                    filter=flt,
-                    limit=depth,
-                    with_payload=[_ID],
-                )
-        if DENSE in legs:
-            vector = self.embedder.embed([query])[0]
-            requests[DENSE] = models.QueryRequest(
-                query=np.asarray(vector, dtype=np.float32).tolist(),
-                using=DENSE,
-                filter=flt,
-                limit=depth,
-                with_payload=[_ID],
-            )
-        runs: dict[str, list[tuple[str, float]]] = {leg: [] for leg in legs}
+        requests = leg_requests(query, legs, depth, flt, self.embedder)
+        runs: Runs = {leg: [] for leg in legs}
         if requests:
             with self._call("query_batch_points"):
                 answers = self._client.query_batch_points(
                     self.collection_name, list(requests.values())
                 )
             for leg, answer in zip(requests, answers, strict=True):
-                runs[leg] = [(p.payload[_ID], float(p.score)) for p in answer.points]
+                runs[leg] = [(p.payload[ID], float(p.score)) for p in answer.points]
         return runs
-
-    def _hits(
-        self, ranked: Sequence[tuple[str, float]], runs: Mapping[str, Sequence[tuple[str, float]]]
-    ) -> list[Hit]:
-        hits = assemble_hits(ranked, runs, self._documents([doc_id for doc_id, _ in ranked]))
-        if len(hits) < len(ranked):  # another client deleted them between the two calls
-            log.warning("hits_vanished", missing=len(ranked) - len(hits))
-        return hits
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -458,19 +386,13 @@ class QdrantStore:
         with self._lock:
             self._check_open()
             previous = self._previous([d.id for d in docs])
-            if previous and not replace:
-                shown = ", ".join(repr(i) for i in sorted(previous)[:10])
-                raise InputError(f"{len(previous)} ids already stored: {shown} (use upsert)")
-            try:  # embedding may fail (model missing): nothing has been written yet
-                vectors = self._embed(docs, previous)
-            except (ConfigError, StoreError):
-                raise
-            except Exception as exc:
-                raise StoreError(f"embedding failed, nothing written: {exc}") from exc
+            check_not_stored(previous, replace=replace)
+            with embedding_failures():  # the model may be missing: nothing is written yet
+                vectors = reuse_or_embed(self.embedder, docs, previous)
             tokens = [tokenize(d.text) for d in docs]
             avgdl = self._avgdl_for(tokens, vectors.shape[1])
             points = [
-                self._point(d, v, t, avgdl) for d, v, t in zip(docs, vectors, tokens, strict=True)
+                make_point(d, v, t, avgdl) for d, v, t in zip(docs, vectors, tokens, strict=True)
             ]
             for start in range(0, len(points), _WRITE_BATCH):
                 with self._call("upsert"):
@@ -487,26 +409,13 @@ class QdrantStore:
             points = self._client.retrieve(
                 self.collection_name,
                 [point_id(i) for i in ids],
-                with_payload=[_ID, _TEXT],
+                with_payload=[ID, TEXT],
                 with_vectors=[DENSE],
             )
         return {
-            p.payload[_ID]: (p.payload[_TEXT], np.asarray(p.vector[DENSE], dtype=np.float32))
+            p.payload[ID]: (p.payload[TEXT], np.asarray(p.vector[DENSE], dtype=np.float32))
             for p in points
         }
-
-    def _embed(
-        self, docs: Sequence[Document], previous: Mapping[str, tuple[str, np.ndarray]]
-    ) -> np.ndarray:
-        """Embeddings of ``docs``, reusing the stored vector where the text is unchanged."""
-        fresh = [d for d in docs if d.id not in previous or previous[d.id][0] != d.text]
-        computed: Iterator[np.ndarray] = iter(
-            self.embedder.embed([d.text for d in fresh]) if fresh else []
-        )
-        reuse = {d.id for d in docs} - {d.id for d in fresh}
-        return np.vstack(
-            [previous[d.id][1] if d.id in reuse else next(computed) for d in docs]
-        ).astype(np.float32)
 
     def _avgdl_for(self, tokens: Sequence[Sequence[str]], dimension: int) -> float:
         """The collection's avgdl; the first write into an empty one measures and records it."""
@@ -518,21 +427,6 @@ class QdrantStore:
         self._create(dimension, avgdl)
         self._recorded = avgdl
         return avgdl
-
-    def _point(self, doc: Document, vector: np.ndarray, tokens: list[str], avgdl: float) -> Any:
-        from qdrant_client import models
-
-        named: dict[str, Any] = {DENSE: vector.tolist()}
-        indices, values = document_vector(tokens, avgdl)
-        if indices:  # a text of stop words only has no lexical side
-            named[SPARSE] = models.SparseVector(indices=indices, values=values)
-        payload = {
-            _ID: doc.id,
-            _TEXT: doc.text,
-            METADATA_KEY: dict(doc.metadata),
-            _TERMS: sorted(set(tokens)),
-        }
-        return models.PointStruct(id=point_id(doc.id), vector=named, payload=payload)
 
     # -- lifetime ----------------------------------------------------------------------------
 
