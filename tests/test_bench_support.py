@@ -66,3 +66,25 @@ def test_disk_cache_keeps_span_embeddings_for_a_rerun(tmp_path, embedder):
     assert np.array_equal(vectors, again)
     assert [(2, embedder.dimension), (1, embedder.dimension)] == [p.shape for p in pooled_again]
     assert all(np.array_equal(a, b) for a, b in zip(pooled, pooled_again, strict=True))
+
+
+def test_within_question_auc_orders_pairs_and_counts_ties_half():
+    """The signals benchmark's AUC: right pairs over all pairs, ties half, None for one class."""
+    from benchmarks.judge_signals import within_auc
+
+    assert 1.0 == within_auc([3, 2, 1], [True, False, False])
+    assert 0.0 == within_auc([1, 2, 3], [True, False, False])
+    assert 0.5 == within_auc([1, 1], [True, False])
+    assert 0.75 == within_auc([4, 3, 2, 1], [True, False, True, False])
+    assert within_auc([1, 2], [True, True]) is None
+
+
+def test_signals_benchmark_measures_a_small_collection(tmp_path, embedder):
+    """Every signal gets an AUC on a question whose hits hold a relevant and an irrelevant page."""
+    from benchmarks.judge_signals import SIGNALS, measure
+
+    folder = _beir(tmp_path / "beir")
+    report = measure(str(folder), 10, DiskCachedEmbedder(embedder, tmp_path / "v.npz"))
+    assert 1 == report["questions_counted"]
+    assert set(SIGNALS) == set(report["auc"])
+    assert all(0.0 <= value <= 1.0 for value in report["auc"].values())
