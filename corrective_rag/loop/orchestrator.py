@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,6 +26,7 @@ from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.refine import recompose, refine
+from corrective_rag.loop.state import Run, Step, kept_order, proposal_of, proposal_repeats
 from corrective_rag.loop.stopping import enough_relevant
 from corrective_rag.protocols import (
     ContextualEvaluator,
@@ -34,7 +35,6 @@ from corrective_rag.protocols import (
     Retriever,
     Rewriter,
 )
-from corrective_rag.rewrite.guard import repeats
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -73,56 +73,6 @@ def _check_int(name: str, value: object, low: int, high: int) -> int:
 
 def _check_question(question: object) -> str:
     return check_query(question, what="question")
-
-
-@dataclass(slots=True)
-class _Run:
-    """Mutable state of one run (private; the result is frozen)."""
-
-    question: str
-    where: Mapping[str, Any] | None
-    top_k: int
-    budget: Budget | None
-    started: float
-    judged: dict[str, Verdict] = field(default_factory=dict)
-    judged_docs: list[Judged] = field(default_factory=list)
-    kept: dict[str, KeptDocument] = field(default_factory=dict)
-    tried: list[str] = field(default_factory=list)
-    usage: PhaseUsage = field(default_factory=PhaseUsage)
-    retrieved_sets: list[frozenset[str]] = field(default_factory=list)
-    rejected: str | None = None  # why the last rewrite was rejected (next hits searched instead)
-    # per query lane ("question", "rewrite"): (kept, judged) the last time it was judged, so that
-    # a rewrite wins slots in the next iteration by having found relevant documents
-    lanes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    llm_down: bool = False  # the rewriter's model failed to answer (not a rejected rewrite)
-
-    def document_cap(self, per_call: int | None) -> int | None:
-        """Documents the evaluator may still be sent under the call budget (``None``: any)."""
-        if self.budget is None:
-            return None
-        return self.budget.documents_left(self.usage.total, per_call)
-
-    def spent(self) -> str | None:
-        """Which budget limit is reached, if any."""
-        if self.budget is None:
-            return None
-        return self.budget.exhausted(self.usage.total, time.perf_counter() - self.started)
-
-
-@dataclass(slots=True)
-class _Step:
-    """What one source (local or fallback) contributed to an iteration."""
-
-    hits: list[Hit]
-    skipped: list[str]
-    verdicts: list[Verdict]
-    kept: list[str]
-    dropped: list[str]
-    ungraded: list[str]
-    usage: Usage
-    ranks: dict[str, int]
-    docs: dict[str, Document]
-    proposal: Proposal | None = None  # the evaluator's proposed next query (judge and propose)
 
 
 class CorrectiveRAGOrchestrator:
@@ -236,7 +186,7 @@ class CorrectiveRAGOrchestrator:
 
         run_id = uuid.uuid4().hex
         started_at = datetime.now(timezone.utc).isoformat()
-        st = _Run(question, where, top_k, budget, time.perf_counter(), tried=[question])
+        st = Run(question, where, top_k, budget, time.perf_counter(), tried=[question])
         rlog = log.bind(run_id=run_id)
         rlog.info(
             "run_started",
@@ -251,9 +201,7 @@ class CorrectiveRAGOrchestrator:
         with call_scope(seconds=seconds):
             return self._loop(st, run_id, started_at, iterations, rlog)
 
-    def _loop(
-        self, st: _Run, run_id: str, started_at: str, iterations: int, rlog: Any
-    ) -> RunResult:
+    def _loop(self, st: Run, run_id: str, started_at: str, iterations: int, rlog: Any) -> RunResult:
         question = st.question
         history: list[IterationRecord] = []
         query = question
@@ -277,7 +225,7 @@ class CorrectiveRAGOrchestrator:
                 query = question  # no acceptable rewrite: the question's next-best unjudged hits
                 st.rejected = record.rewrite.rejected
 
-        kept = sorted(st.kept.values(), key=_kept_order)
+        kept = sorted(st.kept.values(), key=kept_order)
         strips, answer = self._answer(st, kept)
         result = RunResult(
             run_id=run_id,
@@ -310,7 +258,7 @@ class CorrectiveRAGOrchestrator:
     # -- one iteration ---------------------------------------------------------------------
 
     def _iterate(
-        self, st: _Run, index: int, query: str, *, last: bool
+        self, st: Run, index: int, query: str, *, last: bool
     ) -> tuple[IterationRecord, tuple[StopReason, str] | None]:
         t0 = time.perf_counter()
         searched = tuple(dict.fromkeys((st.question, query)))
@@ -365,7 +313,7 @@ class CorrectiveRAGOrchestrator:
             ended = (StopReason.ITERATION_CAP, f"reached max_iterations={index}")
         elif spent := st.spent():
             ended = (StopReason.BUDGET_EXHAUSTED, f"before rewrite {index}: {spent}")
-        elif (proposal := _proposal(steps)) and _stalled(st, steps, proposal):
+        elif (proposal := proposal_of(steps)) and proposal_repeats(st, steps, proposal):
             why = f"kept nothing new and the proposed query repeats a tried one: {proposal.query!r}"
             ended = (StopReason.NO_PROGRESS, why)
         else:
@@ -401,7 +349,7 @@ class CorrectiveRAGOrchestrator:
         )
         return record, ended
 
-    def _step(self, st: _Run, retriever: Retriever, queries: Sequence[str]) -> _Step:
+    def _step(self, st: Run, retriever: Retriever, queries: Sequence[str]) -> Step:
         """Search one source, skip what was judged, judge up to top_k new documents, filter."""
         k = min(st.top_k + len(st.judged), self.candidate_limit)
         hits = search_queries(retriever, queries, top_k=k, where=st.where)
@@ -436,7 +384,7 @@ class CorrectiveRAGOrchestrator:
             verdicts, usage, proposal = self._evaluate(st.question, documents, st.judged_docs)
         # Charge the run at once, so that a fallback step in this iteration sees this spend.
         st.usage = st.usage + PhaseUsage(grading=usage)
-        step = _Step(taken, skipped, verdicts, [], [], [], usage, {}, docs, proposal)
+        step = Step(taken, skipped, verdicts, [], [], [], usage, {}, docs, proposal)
         tally: dict[str, tuple[int, int]] = {}
         for hit, verdict in zip(fresh, verdicts, strict=True):
             doc_id = hit.document.id
@@ -477,7 +425,7 @@ class CorrectiveRAGOrchestrator:
         proposal = evaluation.proposal if isinstance(evaluation.proposal, Proposal) else None
         return verdicts, evaluation.usage, proposal
 
-    def _rewrite(self, st: _Run, proposal: Proposal | None = None) -> Rewrite:
+    def _rewrite(self, st: Run, proposal: Proposal | None = None) -> Rewrite:
         request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs), proposal)
         try:
             rewrite = self.rewriter.rewrite(request)
@@ -501,9 +449,7 @@ class CorrectiveRAGOrchestrator:
 
     # -- after the loop --------------------------------------------------------------------
 
-    def _answer(
-        self, st: _Run, kept: list[KeptDocument]
-    ) -> tuple[tuple[Strip, ...], Answer | None]:
+    def _answer(self, st: Run, kept: list[KeptDocument]) -> tuple[tuple[Strip, ...], Answer | None]:
         documents = [k.document for k in kept]
         strips: tuple[Strip, ...] = ()
         if self.refine and documents and not st.spent():
@@ -533,17 +479,3 @@ class CorrectiveRAGOrchestrator:
             answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer
-
-
-def _proposal(steps: Sequence[_Step]) -> Proposal | None:
-    """The iteration's proposed next query: the first source's that made one."""
-    return next((s.proposal for s in steps if s.proposal is not None), None)
-
-
-def _stalled(st: _Run, steps: Sequence[_Step], proposal: Proposal) -> bool:
-    """Nothing new kept, and the evaluator proposes a query already tried: no rewrite will help."""
-    return not any(s.kept for s in steps) and repeats(proposal.query, st.question, st.tried)
-
-
-def _kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:
-    return (-(kept.verdict.score or 0.0), kept.rank, kept.iteration, kept.document.id)
