@@ -43,6 +43,7 @@ from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.text import content_terms, tokenize
+from corrective_rag.text.lexical import coverage, term_weights
 from corrective_rag.types import Hit
 
 SIGNALS = (
@@ -87,10 +88,8 @@ def signals(
     q = np.asarray(embed([question])[0], dtype=np.float64)
     vectors = np.asarray(embed([d.text for d in docs]), dtype=np.float64)
     centroid = vectors.mean(axis=0)
-    terms = content_terms(question)
-    idf = {t: max(store.idf(t), 0.0) for t in terms}
-    total = sum(idf.values()) or 1.0
-    tokens = [set(tokenize(d.text)) for d in docs]
+    weights = term_weights(content_terms(question), store.idf)  # the judge's own weighting
+    tokens = [tokenize(d.text) for d in docs]
     verdicts = evaluator.evaluate(question, docs).verdicts
     missing = len(hits) + 1
     return {
@@ -98,8 +97,8 @@ def signals(
         "bm25_rank": [_leg_rank(h, "bm25", missing) for h in hits],
         "dense_rank": [_leg_rank(h, "dense", missing) for h in hits],
         "dense_cosine": [float(v @ q) for v in vectors],
-        "coverage": [sum(w for t, w in idf.items() if t in words) / total for words in tokens],
-        "length": [float(len(tokenize(d.text))) for d in docs],
+        "coverage": [coverage(weights, words).share for words in tokens],
+        "length": [float(len(words)) for words in tokens],
         "centroid": [float(v @ centroid) for v in vectors],
         "judge": [float(v.score) if v.score is not None else 0.0 for v in verdicts],
     }
@@ -115,9 +114,9 @@ def measure(folder: str, top_k: int, embedder: DiskCachedEmbedder) -> dict[str, 
     for qid, question in collection.queries.items():
         truth = collection.relevant(qid)
         hits = store.retrieve(question, top_k=top_k)
-        labels = [h.document.id in truth for h in hits]
         if not hits:
             continue
+        labels = [h.document.id in truth for h in hits]
         relevant_share.append(sum(labels) / len(labels))
         if all(labels) or not any(labels):
             continue
