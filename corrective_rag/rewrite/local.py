@@ -201,13 +201,12 @@ def _judged_idf(judged: Sequence[Judged]) -> Callable[[str], float]:
 
 def _unmatched(weights: dict[str, float], relevant: Sequence[Judged]) -> tuple[str, ...]:
     """Question terms no relevant document covers, or that an evaluator flagged as missing."""
-    pool = relevant
     covered: set[str] = set()
-    for item in pool:
+    for item in relevant:
         covered.update(tokenize(item.document.text))
     still = coverage(weights, covered).missing
     flagged: set[str] = set()
-    for item in pool:  # an evaluator may name what is missing in its own words
+    for item in relevant:  # an evaluator may name what is missing in its own words
         for missing in item.verdict.missing:
             flagged.update(content_terms(missing))
     extra = [t for t in sorted(weights, key=lambda t: -weights[t]) if t in flagged]
