@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="OUT.json")
     args = parser.parse_args()
 
-    from corrective_rag.models.embeddings import ModelTokenizer
+    from corrective_rag.models.tokenizer import ModelTokenizer
     from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, iter_documents
 
     with tempfile.TemporaryDirectory() as tmp:

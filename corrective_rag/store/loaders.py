@@ -15,7 +15,7 @@
 its chunks instead of adding a second copy. Moving a folder changes its files' ids.
 
 Texts are split into overlapping windows measured in the embedding model's own tokens
-(:class:`~corrective_rag.models.embeddings.ModelTokenizer`, special tokens included), so that
+(:class:`~corrective_rag.models.tokenizer.ModelTokenizer`, special tokens included), so that
 no chunk is longer than what the model reads: the default of 256 is all-MiniLM-L6-v2's
 ``max_seq_length``. Files are read and windowed in blocks (:mod:`corrective_rag.store.chunking`):
 memory does not grow with a file's size. Every chunk's metadata says where it came from:
@@ -36,7 +36,7 @@ import structlog
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
-from corrective_rag.models.embeddings import ModelTokenizer
+from corrective_rag.models.tokenizer import ModelTokenizer
 from corrective_rag.store.chunking import Windower, stream_windows
 from corrective_rag.types import Document
 
@@ -278,7 +278,7 @@ def iter_documents(
             ids must match the relevance judgements).
         overlap: tokens shared by consecutive windows (0..chunk_tokens-1).
         counter: the tokenizer that measures windows: the default embedding model's
-            (:class:`~corrective_rag.models.embeddings.ModelTokenizer`) unless given; pass
+            (:class:`~corrective_rag.models.tokenizer.ModelTokenizer`) unless given; pass
             ``SentenceTransformerEmbedder(name).tokenizer()`` for another model. A tokenizer
             with ``max_tokens`` refuses a ``chunk_tokens`` above it.
         skip_empty: skip (and log) JSONL records with no text instead of raising; some public

@@ -8,7 +8,7 @@ import pytest
 
 from corrective_rag.cli.main import build_parser, main
 from corrective_rag.errors import ConfigError
-from corrective_rag.models.embeddings import ModelTokenizer
+from corrective_rag.models.tokenizer import ModelTokenizer
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.indexing import index_paths
 from corrective_rag.store.loaders import (
