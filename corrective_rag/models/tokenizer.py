@@ -9,7 +9,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import surrogate_at
-from corrective_rag.models.embeddings import DEFAULT_MODEL, model_source
+from corrective_rag.models.source import DEFAULT_MODEL, model_source
 from corrective_rag.models.tokens import TokenWindow, token_windows
 
 __all__ = ["ModelTokenizer"]
