@@ -98,7 +98,7 @@ def _fallback_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _out(text: str) -> None:
     """Print human-readable text: the API key hidden, control characters escaped."""
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.text.display import printable
     from corrective_rag.text.secrets import redact
 
@@ -118,7 +118,7 @@ def dump_json(obj: Any) -> str:
     The text is exact (it decodes to what was recorded); characters a terminal would act on
     appear only as JSON escapes.
     """
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.text.display import json_safe
     from corrective_rag.text.secrets import redact_tree
 
@@ -277,7 +277,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _redacted(result: Any) -> Any:
     """``result`` with the API key hidden in every text it holds (documents, queries, replies)."""
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.runs.codec import from_dict, to_dict
     from corrective_rag.text.secrets import redact_tree
     from corrective_rag.types import RunResult
@@ -293,7 +293,7 @@ def _cancel_event(args: argparse.Namespace) -> Any:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator, run_one
     from corrective_rag.runs.batch import run_batch
     from corrective_rag.runs.paths import check_output
@@ -339,7 +339,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
     """``batch --ray``: workers open the store server and the LLM themselves."""
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.cli.wiring import RunnerFactory
     from corrective_rag.runs.batch import run_batch
     from corrective_rag.runs.ray_engine import RayEngine
@@ -439,7 +439,7 @@ def cmd_history_stats(args: argparse.Namespace) -> int:
 
 def cmd_history_export(args: argparse.Namespace) -> int:
     """CSV with one row per iteration."""
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.runs.paths import check_output
     from corrective_rag.runs.report import export_csv
 

@@ -17,13 +17,12 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-import structlog
-
+from corrective_rag.logs import get_logger
 from corrective_rag.types import Document
 
 __all__ = ["DEMO_QUESTIONS", "STDLIB_MODULES", "run_demo", "stdlib_documents"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHUNK_WORDS = 100  # ~130 tokens: short enough to judge, long enough to hold one idea
 

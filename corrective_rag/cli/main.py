@@ -17,7 +17,9 @@ from typing import Any, NoReturn
 
 import structlog
 
+from corrective_rag.cli.environment import secrets
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
+from corrective_rag.logs import ROOT
 
 __all__ = ["build_parser", "entry", "main"]
 
@@ -26,6 +28,8 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 EXIT_BROKEN_PIPE = 141  # the shell's convention for SIGPIPE: the reader of stdout went away
+VERBOSE_HELP = "log every step to stderr (before or after the command)"
+MAX_SECONDS = 1e6  # about 11.6 days: past that a deadline is a typo, and float time loses precision
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -52,8 +56,10 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from exc
-    if not 0 < value < 1e6:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    if not 0 < value < MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and less than {MAX_SECONDS:,.0f} seconds, got {text}"
+        )
     return value
 
 
@@ -67,11 +73,54 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one ``corrective-rag: error:`` line like every other."""
+    """argparse, with a usage error as one ``corrective-rag: error:`` line like every other.
+
+    An unknown flag is reported by the subcommand that was given it (``run --k 5`` points to
+    ``corrective-rag run --help`` and suggests ``--top-k``), not by the top-level parser.
+    """
 
     def error(self, message: str) -> NoReturn:
         hint = f" (see {self.prog} --help)"
         self.exit(EXIT_USAGE, f"{PROG}: error: {' '.join(message.split())}{hint}\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner: argparse.ArgumentParser = getattr(parsed, "_parser", None) or self
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{_suggest(owner, extras)}")
+        if hasattr(parsed, "_parser"):
+            delattr(parsed, "_parser")
+        return parsed
+
+
+def _suggest(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """`` (did you mean --top-k?)`` for the first unknown flag that looks like one of ours."""
+    import difflib
+
+    flags = [f for action in parser._actions for f in action.option_strings if f.startswith("--")]
+    for extra in extras:
+        if not extra.startswith("-"):
+            continue
+        name = extra.split("=", 1)[0].lstrip("-")
+        if not name:
+            continue
+        near = [f for f in flags if f.endswith("-" + name) or f[2:].startswith(name)]
+        near = near or difflib.get_close_matches("--" + name, flags, n=1, cutoff=0.75)
+        if near:
+            return f" (did you mean {near[0]}?)"
+    return ""
+
+
+def _leaf(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand's parser: it takes ``-v`` too, and answers for flags it does not know."""
+    p: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    p.add_argument(
+        "--verbose", "-v", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+    )
+    p.set_defaults(_parser=p)
+    return p
 
 
 def _pipeline_flags(p: argparse.ArgumentParser) -> None:
@@ -137,10 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG, description="Retrieval that checks its documents and corrects its own queries."
     )
-    parser.add_argument("--verbose", "-v", action="store_true", help="log every step to stderr")
+    parser.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("index", help="add files or a BEIR corpus to a store")
+    p = _leaf(sub, "index", help="add files or a BEIR corpus to a store")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or BEIR corpus.jsonl")
     from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP
 
@@ -167,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pipeline_flags(p)
     p.set_defaults(handler="cmd_index")
 
-    p = sub.add_parser("run", help="run one question through the corrective loop")
+    p = _leaf(sub, "run", help="run one question through the corrective loop")
     p.add_argument("question")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no model-loading progress bar")
@@ -175,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fallback_flags(p)
     p.set_defaults(handler="cmd_run")
 
-    p = sub.add_parser("batch", help="run a queries JSONL file, resumable")
+    p = _leaf(sub, "batch", help="run a queries JSONL file, resumable")
     p.add_argument("queries", metavar="QUERIES.jsonl")
     p.add_argument("--out", required=True, metavar="RESULTS.jsonl")
     p.add_argument("--concurrency", type=_positive, default=4, metavar="N")
@@ -198,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _history_parser(sub)
 
-    p = sub.add_parser("demo", help="index stdlib docs offline and run a few questions")
+    p = _leaf(sub, "demo", help="index stdlib docs offline and run a few questions")
     p.add_argument(
         "--modules",
         type=_positive,
@@ -214,16 +263,16 @@ def _history_parser(sub: Any) -> None:
     h = sub.add_parser("history", help="inspect a results JSONL file").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    p = h.add_parser("list", help="one line per query")
+    p = _leaf(h, "list", help="one line per query")
     p.add_argument("results")
     p.add_argument("--all", action="store_true", help="every line, not only the last per id")
     p.set_defaults(handler="cmd_history_list")
-    p = h.add_parser("show", help="one run as a per-iteration table")
+    p = _leaf(h, "show", help="one run as a per-iteration table")
     p.add_argument("results")
     p.add_argument("id", help="query id or run id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="cmd_history_show")
-    p = h.add_parser("diff", help="two iterations of a run, or two runs")
+    p = _leaf(h, "diff", help="two iterations of a run, or two runs")
     p.add_argument("results")
     p.add_argument("id")
     g = p.add_mutually_exclusive_group(required=True)
@@ -231,25 +280,18 @@ def _history_parser(sub: Any) -> None:
     g.add_argument("--run", metavar="ID", help="the other run's query or run id")
     p.add_argument("--in", dest="other", metavar="RESULTS", help="file of the other run")
     p.set_defaults(handler="cmd_history_diff")
-    p = h.add_parser("stats", help="the batch summary")
+    p = _leaf(h, "stats", help="the batch summary")
     p.add_argument("results")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler="cmd_history_stats")
-    p = h.add_parser("export", help="CSV, one row per iteration")
+    p = _leaf(h, "export", help="CSV, one row per iteration")
     p.add_argument("results")
     p.add_argument("--csv", required=True, metavar="OUT.csv")
     p.set_defaults(handler="cmd_history_export")
-    p = h.add_parser("plot", help="PNG figure of the batch")
+    p = _leaf(h, "plot", help="PNG figure of the batch")
     p.add_argument("results")
     p.add_argument("--out", required=True, metavar="OUT.png")
     p.set_defaults(handler="cmd_history_plot")
-
-
-def secrets() -> tuple[str, ...]:
-    """What the CLI hides from everything it prints, logs and writes: the API key."""
-    from corrective_rag.text.secrets import secrets_of
-
-    return secrets_of([os.environ.get("OPENAI_API_KEY")])
 
 
 class _RedactingFilter(logging.Filter):
@@ -314,6 +356,31 @@ def configure_logging(verbose: bool) -> None:
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
+    # The package's own loggers write through ``logging`` (corrective_rag.logs): give them one
+    # handler that prints the rendered line as it is, on the stderr of the moment.
+    package = logging.getLogger(ROOT)
+    package.setLevel(logging.DEBUG)  # structlog's wrapper class filters by level already
+    package.propagate = False
+    if not any(isinstance(h, _RenderedLineHandler) for h in package.handlers):
+        handler = _RenderedLineHandler()
+        handler.addFilter(_RedactingFilter())
+        package.addHandler(handler)
+
+
+class _RenderedLineHandler(logging.StreamHandler):
+    """Print a record's message alone (structlog rendered it) to ``sys.stderr`` as it is now."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        """The stream is always the current ``sys.stderr``; nothing to set."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
+from corrective_rag.logs import get_logger
 from corrective_rag.types import RunResult
 
 __all__ = ["Options", "RunnerFactory", "check_reachable", "open_store", "orchestrator", "run_one"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _REACH_TIMEOUT = 5.0  # seconds: long enough for a slow server to accept, short for a typo'd URL
 # Seconds one LLM call may take, tries included. Remote: two calls in a row (grading, then the

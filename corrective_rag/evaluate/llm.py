@@ -22,8 +22,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import (
     ConfigError,
     InputError,
@@ -37,13 +35,14 @@ from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.parallel import parallel_map
+from corrective_rag.logs import get_logger
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Document, Evaluation, Proposal, Usage, Verdict
 
 __all__ = ["LLMEvaluator"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _REPLY_TOKENS_BASE, _REPLY_TOKENS_PER_DOC = 60, 160  # a verdict with a sentence of reasoning
 _REPLY_TOKENS_PROPOSAL = 120  # "lacking" and "next_query"

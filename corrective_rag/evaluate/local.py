@@ -49,13 +49,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import structlog
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
 from corrective_rag.evaluate.pool import pool_features
 from corrective_rag.evaluate.selection import keep_from
 from corrective_rag.inputs import check_query
+from corrective_rag.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import (
@@ -87,7 +87,7 @@ __all__ = [
     "verdict_score",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 # Fitted by `python benchmarks/calibrate_local.py HOTPOTQA CISI CRANFIELD CACM --judged loop --fit`

@@ -11,17 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
+from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Answer, Document, Usage
 
 __all__ = ["ABSTAIN_TEXT", "LLMGenerator"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ABSTAIN_TEXT = "The documents given do not answer this question."
 _SUPPORT_TOKENS = 150

@@ -30,7 +30,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-import structlog
 
 from corrective_rag.errors import (
     Cancelled,
@@ -47,13 +46,14 @@ from corrective_rag.llm.failures import is_read_timeout, permanent_hint, rejects
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.reply import read_reply
 from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
+from corrective_rag.logs import get_logger
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import ChatReply
 
 __all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Ways to ask for JSON, most precise first; a client steps down when a server rejects one.
 STRUCTURED_MODES = ("json_schema", "json_object", "instructions")

@@ -16,12 +16,11 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError, LLMError, SearchError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
 from corrective_rag.llm.scope import call_scope
+from corrective_rag.logs import get_logger
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import search_queries
@@ -60,7 +59,7 @@ from corrective_rag.types import (
 
 __all__ = ["ABSTAIN_TEXT", "MAX_QUERY_BYTES", "CorrectiveRAGOrchestrator"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_TOP_K = 1000  # more documents per iteration than any evaluator should judge in one go
 MAX_ITERATIONS = 100  # a loop this long is a configuration mistake, not a search strategy

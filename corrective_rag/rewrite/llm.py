@@ -12,18 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
+from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite.guard import check_rewrite
 from corrective_rag.types import Rewrite, RewriteRequest, RewriteSource, Usage
 
 __all__ = ["LLMRewriter"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _REPLY_TOKENS = 200  # a query and a sentence of rationale
 

@@ -18,9 +18,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.logs import get_logger
 from corrective_rag.rewrite.guard import check_rewrite
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import (
@@ -38,7 +37,7 @@ __all__ = ["NOTHING_KEPT", "LocalRewriter"]
 
 NOTHING_KEPT = "no document kept yet: nothing to learn a new query from"
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # A named phrase of two or more words is worth more than a loose term: it is specific and
 # retrieves by title. One capitalised word ("American", "None", a sentence's first word) is no

@@ -7,9 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
-import structlog
-
 from corrective_rag.errors import Cancelled, LLMError
+from corrective_rag.logs import get_logger
 from corrective_rag.runs.failures import llm_failure
 from corrective_rag.runs.queries import Query
 from corrective_rag.runs.results import error_line, ok_line
@@ -17,7 +16,7 @@ from corrective_rag.types import RunResult
 
 __all__ = ["INTERRUPTED", "RunOne", "Runners", "attempt", "interrupted_line"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RunOne: TypeAlias = Callable[[str], RunResult]
 

@@ -34,11 +34,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.inputs import check_int
 from corrective_rag.llm.scope import call_scope
+from corrective_rag.logs import get_logger
 from corrective_rag.runs.attempt import Runners, RunOne, attempt, interrupted_line
 from corrective_rag.runs.failures import permanent_failure
 from corrective_rag.runs.paths import same_file
@@ -53,7 +52,7 @@ from corrective_rag.text.secrets import redact_tree
 
 __all__ = ["BatchSummary", "Engine", "run_batch"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _PROBE = 3  # first results that, all failing with the same permanent error, stop the batch
 _POLL = 0.1  # seconds between checks of the cancel event while waiting for results

@@ -13,8 +13,13 @@ from corrective_rag.errors import InputError
 __all__ = ["decode_line", "iter_jsonl"]
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, decoded value)`` for every non-blank line of a JSONL file.
+
+    A UTF-8 byte order mark at the start of the file is read as what it is, not as text.
 
     Raises:
         InputError: when the file is missing or a line is not UTF-8 or not valid JSON (names
@@ -24,7 +29,9 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     if not p.is_file():
         raise InputError(f"file not found: {p}")
     with p.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, line in enumerate(fh, start=1):
+            # Notepad and PowerShell start a UTF-8 file with a byte order mark
+            raw = line[len(UTF8_BOM) :] if lineno == 1 and line.startswith(UTF8_BOM) else line
             if not raw.strip():
                 continue
             yield lineno, decode_line(raw, f"{p}: line {lineno}")

@@ -22,16 +22,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError
+from corrective_rag.logs import get_logger
 from corrective_rag.runs.attempt import Runners, RunOne, attempt
 from corrective_rag.runs.queries import Query
 from corrective_rag.runs.results import error_line
 
 __all__ = ["RayEngine", "RecordLine"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RecordLine = Callable[[dict[str, Any]], None]
 

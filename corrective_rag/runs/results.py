@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_number
+from corrective_rag.logs import get_logger
 from corrective_rag.runs.codec import from_dict, to_dict
 from corrective_rag.runs.jsonl import decode_line
 from corrective_rag.types import RunResult
@@ -39,7 +38,7 @@ __all__ = [
     "repair_torn_tail",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 STATUS_OK = "ok"
 STATUS_ERROR = "error"

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import structlog
 
 from corrective_rag.errors import StoreConsistencyError, StoreError
+from corrective_rag.logs import get_logger
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.dense import DenseIndex, Record
 from corrective_rag.store.persist import SavedBM25, new_stamp
@@ -23,7 +23,7 @@ from corrective_rag.types import Document
 
 __all__ = ["Before", "Sides", "apply_write", "delete_documents", "write_documents"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

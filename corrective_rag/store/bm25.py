@@ -19,14 +19,14 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
-import structlog
 
 from corrective_rag.errors import ConfigError, StoreConsistencyError
+from corrective_rag.logs import get_logger
 from corrective_rag.text import tokenize
 
 __all__ = ["BM25Index", "bm25_class"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 K1 = 1.5  # rank_bm25's defaults, kept so that scores match the reference implementation
 B = 0.75

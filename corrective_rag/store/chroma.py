@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from corrective_rag.errors import InputError, StoreError
+from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
 from corrective_rag.store.dense import HASH_KEY, RESERVED_PREFIX, Record
 from corrective_rag.store.persist import LOCK_NAME
@@ -27,7 +27,7 @@ from corrective_rag.types import Document
 
 __all__ = ["ChromaIndex", "open_collection", "readable_copy", "store_state"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 STAMP_KEY = "crag_stamp"  # in the collection's metadata: ties it to the saved BM25 side
 # chromadb rejects batches above its max_batch_size (~5461 on 1.5); stay clear of it.

@@ -30,15 +30,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from corrective_rag.errors import StoreError
+from corrective_rag.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.types import Document
 
 __all__ = ["HASH_KEY", "RESERVED_PREFIX", "DenseIndex", "Record", "embed_documents"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RESERVED_PREFIX = "_crag_"  # metadata keys the store writes itself; users may not
 HASH_KEY = "_crag_hash"

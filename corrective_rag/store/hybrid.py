@@ -21,10 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError, StoreError
 from corrective_rag.inputs import check_int
+from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.atomic import Sides, delete_documents, write_documents
@@ -62,7 +61,7 @@ from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
 

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import InputError
+from corrective_rag.logs import get_logger
 from corrective_rag.store.chunking import Windower
 from corrective_rag.store.loaders import (
     DEFAULT_CHUNK_TOKENS,
@@ -34,7 +33,7 @@ from corrective_rag.types import Document
 
 __all__ = ["DEFAULT_WRITE_BATCH", "IndexReport", "index_documents", "index_paths", "read_paths"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_WRITE_BATCH = 256  # documents per store write: bounded memory, one progress step
 

@@ -32,10 +32,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
+from corrective_rag.logs import get_logger
 from corrective_rag.models.tokenizer import ModelTokenizer
 from corrective_rag.store.chunking import Windower, stream_windows
 from corrective_rag.types import Document
@@ -62,7 +61,7 @@ JSONL_SUFFIXES = (".jsonl",)
 
 PathArg = str | os.PathLike[str]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class EmptyRecordError(InputError):

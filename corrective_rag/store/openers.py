@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import structlog
-
 from corrective_rag.errors import ConfigError, StoreError
+from corrective_rag.logs import get_logger
 from corrective_rag.store.chroma import ChromaIndex, open_collection, readable_copy, store_state
 from corrective_rag.store.dense import DenseIndex
 
@@ -24,7 +23,7 @@ __all__ = [
     "server_opener",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Opener = Callable[[], DenseIndex]
 

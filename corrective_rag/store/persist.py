@@ -23,9 +23,8 @@ import json
 import os
 import uuid
 
-import structlog
-
 from corrective_rag.errors import StoreConsistencyError, StoreLockedError
+from corrective_rag.logs import get_logger
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.dense import DenseIndex
 
@@ -39,7 +38,7 @@ __all__ = [
     "rebuild",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 LOCK_NAME = ".corrective_rag.lock"
 

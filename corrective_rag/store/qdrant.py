@@ -30,9 +30,9 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
-import structlog
 
 from corrective_rag.errors import ConfigError, StoreError
+from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import (
@@ -74,7 +74,7 @@ from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_COLLECTION", "QdrantStore"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"
 # For a collection created by another tool, without our metadata: fastembed's BM25 default.

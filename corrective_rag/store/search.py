@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError
+from corrective_rag.logs import get_logger
 from corrective_rag.store.checks import check_search
 from corrective_rag.store.fusion import Fusion
 from corrective_rag.store.hits import assemble_hits
@@ -32,7 +31,7 @@ __all__ = [
     "leg_search",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Each leg hands over its best 100: deep enough that a document one leg ranks ~50th can still be
 # lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
 from corrective_rag.errors import ConfigError
+from corrective_rag.logs import get_logger
 from corrective_rag.web.http import check_base_url, check_key
 from corrective_rag.web.results import WebResult, plain
 from corrective_rag.web.search import WebSearchRetriever
 
 __all__ = ["BRAVE_URL", "BraveRetriever", "fit_query"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 BRAVE_URL = "https://api.search.brave.com"
 MAX_QUERY_CHARS = 400  # Brave's documented limits on q

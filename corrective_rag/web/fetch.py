@@ -26,11 +26,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-import structlog
 
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
 from corrective_rag.inputs import check_int
 from corrective_rag.llm.settings import Timeouts, finite
+from corrective_rag.logs import get_logger
 from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, chunk_text
 from corrective_rag.types import Document
 from corrective_rag.web.http import USER_AGENT, read_capped, shown_url
@@ -38,7 +38,7 @@ from corrective_rag.web.results import WebResult, document_id, result_metadata
 
 __all__ = ["HTML_TYPES", "TEXT_TYPES", "PageFetcher", "html_to_text"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)

@@ -24,12 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
-import structlog
 
 from corrective_rag import __version__
 from corrective_rag.errors import ConfigError, SearchError
 from corrective_rag.inputs import check_int
 from corrective_rag.llm.settings import Retries, Timeouts, finite, parse_retry_after
+from corrective_rag.logs import get_logger
 
 __all__ = [
     "USER_AGENT",
@@ -41,7 +41,7 @@ __all__ = [
     "read_capped",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 USER_AGENT = f"corrective_rag/{__version__} (corrective RAG web fallback; python-requests)"
 _CHUNK = 64 * 1024

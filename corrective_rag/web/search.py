@@ -14,10 +14,10 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import requests
-import structlog
 
 from corrective_rag.errors import ConfigError, SearchError
 from corrective_rag.inputs import check_int, check_query
+from corrective_rag.logs import get_logger
 from corrective_rag.types import Document, Hit
 from corrective_rag.web.fetch import PageFetcher
 from corrective_rag.web.http import JsonCaller, WebSettings
@@ -25,7 +25,7 @@ from corrective_rag.web.results import WebResult, dedupe_by_url, ranked_hits, re
 
 __all__ = ["WebSearchRetriever"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class WebSearchRetriever:

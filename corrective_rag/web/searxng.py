@@ -21,16 +21,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-import structlog
-
 from corrective_rag.errors import ConfigError, SearchError
+from corrective_rag.logs import get_logger
 from corrective_rag.web.http import check_base_url
 from corrective_rag.web.results import WebResult, plain
 from corrective_rag.web.search import WebSearchRetriever
 
 __all__ = ["SearxngRetriever"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _SAFESEARCH = (0, 1, 2)
 _TIME_RANGES = (None, "day", "week", "month", "year")
