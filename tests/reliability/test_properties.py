@@ -3,7 +3,7 @@
 Already covered elsewhere (not repeated): fusion permutations, symmetry and monotonicity
 (tests/store/test_fusion.py), decide's monotonicity and crag_action's thresholds
 (tests/evaluate/test_policy.py), normalise_verdict on arbitrary objects
-(tests/evaluate/test_normalise.py), the RunResult JSON round trip (tests/test_history.py).
+(tests/evaluate/test_normalise.py), the RunResult JSON round trip (tests/runs/test_history.py).
 Added here: fusion bounds under extreme scores and ids, order invariance of the policy, the JSON
 reader on arbitrary text, hostile JSON for result_from_json, and torn-tail repair of results files.
 """

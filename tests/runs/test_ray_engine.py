@@ -20,8 +20,8 @@ ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'corre
 
 from corrective_rag.runs.ray_engine import RayEngine  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[1]
 # Workers import the test helpers (the picklable factory) and this checkout of the package.
 ENV = {"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO)])}}
 

@@ -14,7 +14,7 @@ from corrective_rag.errors import LLMTimeoutError
 from corrective_rag.runs.results import error_line, ok_line
 from corrective_rag.types import StopReason
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -25,8 +25,8 @@ from corrective_rag.runs.results import (
 from corrective_rag.runs.summary import mean, summarize
 from corrective_rag.types import StopReason
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def _write_queries(path: Path, n: int, *, fail_every: int = 0) -> list[str]:
