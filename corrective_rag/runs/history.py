@@ -147,7 +147,10 @@ class HistoryStore:
 _COLUMNS = ("it", "query", "new", "kept", "drop", "ungr", "action", "rewrite", "calls/tokens", "s")
 
 
-def render_table(result: RunResult, *, width: int = 40) -> str:
+TABLE_CELL_WIDTH = 40  # columns of the query and rewrite cells
+
+
+def render_table(result: RunResult, *, width: int = TABLE_CELL_WIDTH) -> str:
     """One row per iteration: query, new/kept/dropped/ungraded counts, action, rewrite, usage."""
     rows = [list(_COLUMNS)]
     for rec in result.history:

@@ -52,17 +52,23 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
+FULL_REWRITE_WIDTH = 300  # a rewrite and its rationale on one line, cut only when pathological
+
+
 def render_run(result: RunResult) -> str:
-    """The per-iteration table of one run, with the question and each rewrite in full.
+    """The per-iteration table of one run, its question, and in full each rewrite the table cut.
 
     The table itself is :func:`corrective_rag.runs.history.render_table`.
     """
-    from corrective_rag.runs.history import render_table
+    from corrective_rag.runs.history import TABLE_CELL_WIDTH, render_table
 
+    # Only the rewrites the table had to cut are repeated in full: a heading over rewrites the
+    # reader has just read whole is noise.
+    cells = [(rec.index, rewrite_cell(rec)) for rec in result.history if rec.rewrite is not None]
     rewrites = [
-        f"  it {rec.index}: {cut(rewrite_cell(rec), 100)}"
-        for rec in result.history
-        if rec.rewrite is not None
+        f"  it {index}: {cut(cell, FULL_REWRITE_WIDTH)}"
+        for index, cell in cells
+        if cut(cell, TABLE_CELL_WIDTH) != cut(cell, len(cell) + 1)
     ]
     lines = [f"question: {printable(result.question)}", render_table(result)]
     if rewrites:

@@ -58,9 +58,21 @@ def test_render_run_shows_each_iteration_and_the_stop_reason(results_file):
     text = render_run(rec.result)
     rows = [line.strip() for line in text.splitlines() if line.strip()[:1].isdigit()]
     assert ["1", "2", "3"] == [row.split()[0] for row in rows]
-    assert "it 1: -> the b question rewrite 1" in text
+    assert "-> the b question rewrite 1 (add terms)" in text  # whole in its table cell
+    assert "rewrites:" not in text  # so not repeated under a heading
     assert "iteration_cap" in text
     assert "text of" in render_kept(rec.result)
+
+
+def test_render_run_repeats_in_full_only_the_rewrites_the_table_cut():
+    """A rewrite too long for its cell is listed whole under 'rewrites:'; a short one is not."""
+    long = make_result("which long question " + "word " * 12, kept_per_iteration=(1, 1, 2))
+    text = render_run(long)
+    listed = text.split("rewrites:\n", 1)[1].splitlines()
+    assert ["  it 1: ->", "  it 2: ->"] == [line[:10] for line in listed]
+    assert all(line.endswith("(add terms)") for line in listed)
+    short = render_run(make_result("short one", kept_per_iteration=(1, 2)))
+    assert "rewrites:" not in short
 
 
 def test_list_runs_shows_errors_and_results(results_file):
