@@ -27,7 +27,7 @@ try:
     from langchain_core.documents import Document as LCDocument
     from langchain_core.embeddings import Embeddings
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AIMessage, convert_to_messages
+    from langchain_core.messages import convert_to_messages
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
     from pydantic import ConfigDict
@@ -339,10 +339,16 @@ def _structured(
 
 
 def _text(message: object) -> str:
-    if isinstance(message, AIMessage):
-        return message.text
-    content = getattr(message, "content", message)
-    return content if isinstance(content, str) else ""
+    """A message's text: its string content, or the text blocks of a list content, joined."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(
+        p if isinstance(p, str) else str(p.get("text", ""))
+        for p in parts
+        if isinstance(p, str) or (isinstance(p, Mapping) and p.get("type") == "text")
+    )
 
 
 def _chat_reply(

@@ -26,8 +26,8 @@ from llama_index.core.base.llms.types import (
     MessageRole,
 )
 from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
-from llama_index.core.llms.mock import MockFunctionCallingLLM
 from pydantic import SecretStr
 
 _LC_ROLES = {"system": "system", "human": "user", "ai": "assistant"}
@@ -157,17 +157,14 @@ class HTTPLLM(CustomLLM):
         yield self.complete(prompt)
 
 
-class ToolHTTPLLM(MockFunctionCallingLLM):
+class ToolHTTPLLM(FunctionCallingLLM, HTTPLLM):
     """A LlamaIndex function-calling LLM over an OpenAI-compatible endpoint.
 
     The tool's parameters go out as ``response_format`` ``json_schema``; the JSON reply comes
     back as the tool call.
     """
 
-    base_url: str = ""
     model_name: str = "scripted-tools"
-    temperature: float | None = None
-    max_tokens: int | None = None
 
     @property
     def metadata(self) -> LLMMetadata:

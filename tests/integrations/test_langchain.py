@@ -202,3 +202,33 @@ def test_loop_inside_an_lcel_chain(store):
     assert list(result.kept_ids) == [d.id for d in docs]
     first = docs[0].metadata
     assert {"score", "confidence", "reasoning", "iteration", "rank", "run_id", "kind"} <= set(first)
+
+
+def test_chat_model_reads_block_content_and_counts_unreported_tokens():
+    """A reply made of content blocks is read as their joined text; with no usage reported the
+    tokens are counted."""
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    blocks = [{"type": "text", "text": '{"query": "a", '}, {"type": "text", "text": '"x": 1}'}]
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=blocks)]))
+    reply = LangChainChatModel(model).complete([{"role": "user", "content": "two words"}])
+    assert '{"query": "a", "x": 1}' == reply.text
+    from corrective_rag.models.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    expected = (counter.count("two words"), counter.count(reply.text))
+    assert expected == (reply.usage.prompt_tokens, reply.usage.completion_tokens)
+
+
+def test_a_cancelled_run_makes_no_call():
+    """Inside a cancelled call scope (Ctrl-C), the adapter raises Cancelled before calling."""
+    from corrective_rag.errors import Cancelled
+    from corrective_rag.llm.scope import call_scope
+
+    with ScriptedLLMServer() as server:
+        chat = LangChainChatModel(HTTPChatModel(base_url=server.base_url))
+        with call_scope() as cancel, pytest.raises(Cancelled):
+            cancel.set()
+            chat.complete([{"role": "user", "content": "hi"}])
+        assert 0 == server.request_count
