@@ -219,9 +219,9 @@ class LlamaIndexRetriever:
     - An index (anything with ``as_retriever``, e.g. ``VectorStoreIndex``) gets a retriever per
       call with ``similarity_top_k=top_k`` (so the loop can page past judged documents) and,
       for ``where``, :func:`to_metadata_filters` (or ``where_filter(where)``).
-    - Any other retriever answers with what it returns (cut to ``top_k``), after its
-      ``similarity_top_k`` is set on a copy of it where it has that field; ``where`` raises
-      :class:`~corrective_rag.errors.ConfigError` (pass the index to filter).
+    - Any other retriever (``index.as_retriever()`` included) answers with what it returns, cut
+      to ``top_k``: a loop that has judged all of it stops with ``no_progress``; ``where``
+      raises :class:`~corrective_rag.errors.ConfigError`. Pass the index to page and filter.
 
     Documents are the nodes: the node id, ``get_content()`` and the node's str/int/float/bool
     metadata (``id_key`` is read only for nodes without an id). Scores are the node scores,
@@ -276,7 +276,7 @@ class LlamaIndexRetriever:
                 "with where"
             )
         else:
-            retriever = with_limits(source, {"similarity_top_k": top_k})
+            retriever = source  # LlamaIndex retrievers hold their depth privately: not ours to set
         try:
             nodes = retriever.retrieve(query)
         except CorrectiveRAGError:

@@ -199,3 +199,20 @@ def test_aretrieve_runs_the_loop_off_the_event_loop(index):
         nodes = asyncio.run(retriever.aretrieve(QUESTION))
     assert 1 == len(threads) and threading.main_thread().name != threads[0]
     assert list(retriever.last_result.kept_ids) == [n.node.node_id for n in nodes]
+
+
+def test_a_fixed_depth_retriever_ends_the_loop_with_no_progress(index):
+    """A retriever that cannot give more candidates ends the run with no_progress, not a loop
+    over the same documents."""
+    with ScriptedLLMServer() as server:
+        chat = LlamaIndexChatModel(HTTPLLM(base_url=server.base_url))
+        result = CorrectiveRAGOrchestrator(
+            LlamaIndexRetriever(index.as_retriever(similarity_top_k=2)),
+            LLMEvaluator(chat, max_workers=1),
+            LLMRewriter(chat),
+            top_k=2,
+            max_iterations=4,
+            min_relevant=5,
+        ).run(QUESTION)
+    assert StopReason.NO_PROGRESS == result.stop_reason
+    assert 2 == len({v.document_id for r in result.history for v in r.verdicts})
