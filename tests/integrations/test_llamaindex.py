@@ -216,3 +216,42 @@ def test_a_fixed_depth_retriever_ends_the_loop_with_no_progress(index):
         ).run(QUESTION)
     assert StopReason.NO_PROGRESS == result.stop_reason
     assert 2 == len({v.document_id for r in result.history for v in r.verdicts})
+
+
+SPLIT_OFFLINE = """
+import socket
+real, tried = socket.socket.connect, []
+def loopback_only(sock, address):
+    if isinstance(address, tuple) and address[0] != "127.0.0.1":
+        tried.append(address)
+        raise OSError("blocked by the test")
+    return real(sock, address)
+socket.socket.connect = loopback_only
+import corrective_rag.integrations.llamaindex
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.node_parser import SentenceSplitter
+text = "Honey bees make honey from nectar. " * 100
+index = VectorStoreIndex.from_documents(
+    [Document(text=text)], embed_model=MockEmbedding(embed_dim=8),
+    transformations=[SentenceSplitter(chunk_size=64, chunk_overlap=8)],
+)
+print(len(index.docstore.docs), tried)
+"""
+
+
+def test_splitting_documents_fetches_no_tokenizer(tmp_path):
+    """With an empty TIKTOKEN_CACHE_DIR, importing the adapter is enough for LlamaIndex's own
+    splitter to find cl100k_base without a download (it runs before any adapter is built)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path)}
+    env.pop("NLTK_DATA", None)
+    out = subprocess.run(
+        [sys.executable, "-c", SPLIT_OFFLINE], check=False, env=env, capture_output=True, text=True
+    )
+    assert 0 == out.returncode, out.stderr[-2000:]
+    count, tried = out.stdout.split(" ", 1)
+    assert int(count) > 1 and "[]" == tried.strip()
