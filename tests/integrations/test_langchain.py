@@ -161,9 +161,10 @@ def test_chat_model_failure_is_an_llm_error_with_the_key_masked():
     assert model.api_key.get_secret_value() not in str(info.value)
 
 
-def test_loop_inside_an_lcel_chain(store):
+def test_loop_inside_an_lcel_chain(store, elsewhere):
     """The loop runs inside an LCEL chain over LangChain parts: its kept documents carry their
-    verdicts into the prompt, and the chain's model answers from them."""
+    verdicts into the prompt, the chain's model answers from them, and nothing but 127.0.0.1
+    is contacted."""
     with ScriptedLLMServer() as server:
         lc_model = HTTPChatModel(base_url=server.base_url)
         chat = LangChainChatModel(lc_model)
@@ -191,6 +192,7 @@ def test_loop_inside_an_lcel_chain(store):
         )
         answer = chain.invoke(QUESTION)
         last = server.requests[-1]["messages"][-1]["content"]
+    assert [] == elsewhere
     result = retriever.last_result
     assert result is not None and StopReason.ENOUGH_RELEVANT == result.stop_reason
     assert {"bees", "hive", "nectar"} <= set(result.kept_ids)

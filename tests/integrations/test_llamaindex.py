@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from corpus import CORPUS, QUESTION
@@ -133,21 +132,11 @@ def test_llm_failure_is_an_llm_error_with_the_key_masked():
     assert llm.api_key.get_secret_value() not in str(info.value)
 
 
-def test_loop_inside_a_query_engine_fetches_nothing(embedder, monkeypatch, tmp_path):
+def test_loop_inside_a_query_engine_fetches_nothing(embedder, monkeypatch, tmp_path, elsewhere):
     """The loop runs as a RetrieverQueryEngine's retriever over LlamaIndex parts, the engine's
     LLM answers from the kept nodes, and nothing but 127.0.0.1 is contacted (tiktoken and NLTK
     data included, with an empty TIKTOKEN_CACHE_DIR)."""
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
-    real_connect = socket.socket.connect
-    elsewhere: list[object] = []
-
-    def loopback_only(sock, address):
-        if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "localhost"):
-            elsewhere.append(address)
-            raise OSError(f"test blocks {address}")
-        return real_connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
     with ScriptedLLMServer() as server:
         llm = HTTPLLM(base_url=server.base_url)
         chat = LlamaIndexChatModel(llm)
