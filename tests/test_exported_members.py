@@ -68,12 +68,13 @@ def test_every_part_but_the_cli_declares_what_it_exports():
 
 
 def test_import_touches_no_model_and_no_heavy_library():
-    """Importing the package and its parts loads neither torch, chromadb, models nor tiktoken."""
+    """Importing the package and its parts loads neither torch, chromadb, models, tiktoken nor
+    a RAG framework (the integrations load theirs only when their own module is imported)."""
     code = (
         "import sys, corrective_rag; "
         + "".join(f"import {name}; " for name in SUBPACKAGES)
         + "print(sorted(m for m in ('torch', 'chromadb', 'sentence_transformers', 'tiktoken', "
-        "'matplotlib', 'xllamacpp') if m in sys.modules))"
+        "'matplotlib', 'xllamacpp', 'langchain_core', 'llama_index') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "[]" == out.stdout.strip()

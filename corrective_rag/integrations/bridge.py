@@ -1,0 +1,274 @@
+"""What the framework adapters share, with no framework imported: pure conversions.
+
+Filters: the store's chroma-style ``where`` evaluated in Python (:func:`where_matches`) for
+framework stores that filter with a predicate. Documents: a framework's loose metadata made
+flat (:func:`flat_metadata`) and an id found for every document (:func:`document_id`). Hits:
+ranks and scores for a framework's list (:func:`ranked_hits`). Verdicts: what a kept document
+carries back into the framework (:func:`verdict_metadata`). Chat: the call's limits on a copy of
+the user's model (:func:`with_limits`), the schema as an instruction (:func:`schema_rule`),
+usage (:func:`reply_usage`) and provider errors as ours, keys masked (:func:`call_failed`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from corrective_rag.errors import InputError, LLMError
+from corrective_rag.text.secrets import redact
+from corrective_rag.types import Document, Hit, KeptDocument, Usage
+
+__all__ = [
+    "call_failed",
+    "document_id",
+    "flat_metadata",
+    "model_name",
+    "ranked_hits",
+    "reply_usage",
+    "schema_rule",
+    "secrets_of_model",
+    "verdict_metadata",
+    "where_matches",
+    "with_limits",
+]
+
+_SCALAR = (str, int, float, bool)
+_RANGES = ("$gt", "$gte", "$lt", "$lte")
+_counter_lock = threading.Lock()
+_counters: list[Any] = []  # the one cl100k counter, made on first need
+
+
+# -- filters -------------------------------------------------------------------------------
+
+
+def where_matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """Whether ``metadata`` passes the chroma-style filter ``where`` (as the stores read it).
+
+    ``{"lang": "en"}``, ``{"year": {"$gte": 2020}}`` ($eq $ne $gt $gte $lt $lte $in $nin) and
+    ``{"$and": [...]}`` / ``{"$or": [...]}``; several keys must all hold. As in chroma, ``$ne``
+    and ``$nin`` match only documents that have the field, and ranges compare numbers only.
+
+    Raises:
+        InputError: an unknown operator, an empty ``$and``/``$or`` or ``$in`` list, or an
+            operand that is not a str, int, float or bool.
+    """
+    if not isinstance(where, Mapping) or not where:
+        raise InputError(f"invalid metadata filter {where!r}: expected a non-empty mapping")
+    return all(_clause(key, value, metadata, where) for key, value in where.items())
+
+
+def _clause(key: str, value: Any, metadata: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    if key in ("$and", "$or"):
+        if not isinstance(value, Sequence) or isinstance(value, str) or not value:
+            raise InputError(f"invalid metadata filter {where!r}: {key} needs a non-empty list")
+        results = [where_matches(part, metadata) for part in value]  # checks every part
+        return all(results) if key == "$and" else any(results)
+    if key.startswith("$"):
+        raise InputError(f"invalid metadata filter {where!r}: unknown operator {key!r}")
+    if not isinstance(value, Mapping):
+        expected = _scalar(value, where)  # checked even where the field is missing
+        return key in metadata and _same(metadata[key], expected)
+    if len(value) != 1:
+        raise InputError(f"invalid metadata filter {where!r}: one operator per field")
+    ((op, operand),) = value.items()
+    present = key in metadata
+    field = metadata.get(key)
+    if op in ("$eq", "$ne"):
+        expected = _scalar(operand, where)
+        equal = present and _same(field, expected)
+        return equal if op == "$eq" else present and not equal
+    if op in _RANGES:
+        bound = _scalar(operand, where)
+        if not _number(bound):
+            raise InputError(f"invalid metadata filter {where!r}: {op} needs a number")
+        if not present or not _number(field):
+            return False
+        return {
+            "$gt": field > bound,
+            "$gte": field >= bound,
+            "$lt": field < bound,
+            "$lte": field <= bound,
+        }[op]
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, Sequence) or isinstance(operand, str) or not operand:
+            raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
+        values = [_scalar(v, where) for v in operand]
+        inside = present and any(_same(field, v) for v in values)
+        return inside if op == "$in" else present and not inside
+    raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
+
+
+def _scalar(value: Any, where: Mapping[str, Any]) -> Any:
+    if not isinstance(value, _SCALAR):
+        raise InputError(
+            f"invalid metadata filter {where!r}: {value!r} is not a str, int, float or bool"
+        )
+    return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that does not take True for 1 (metadata values keep their types)."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+# -- documents and hits --------------------------------------------------------------------
+
+
+def flat_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The str/int/float/bool entries of a framework document's metadata.
+
+    A :class:`~corrective_rag.types.Document` holds only what a store can filter on; nested
+    values, lists and ``None`` stay behind in the framework's own document.
+    """
+    return {
+        k: v
+        for k, v in (metadata or {}).items()
+        if isinstance(k, str) and k and isinstance(v, _SCALAR)
+    }
+
+
+def document_id(
+    explicit: object, metadata: Mapping[str, Any] | None, id_key: str, text: str
+) -> str:
+    """A framework document's id: its own, else ``metadata[id_key]``, else its text's digest.
+
+    The digest (``sha1:`` and 16 hex digits) is stable, so the same text retrieved twice is
+    recognised as already judged.
+    """
+    for candidate in (explicit, (metadata or {}).get(id_key)):
+        usable = isinstance(candidate, str | int) and not isinstance(candidate, bool)
+        if usable and str(candidate).strip():
+            return str(candidate)
+    return "sha1:" + hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def ranked_hits(items: Sequence[tuple[Document, float | None]], top_k: int) -> list[Hit]:
+    """Hits ranked 1..n in the order given, at most ``top_k``, each id once (its best place).
+
+    A framework that reports no score gets ``1 / rank``, so that scores still fall with rank.
+    """
+    hits: list[Hit] = []
+    seen: set[str] = set()
+    for document, score in items:
+        if document.id in seen:
+            continue
+        seen.add(document.id)
+        rank = len(hits) + 1
+        value = float(score) if score is not None and _number(score) else 1.0 / rank
+        hits.append(Hit(document, value, rank))
+        if len(hits) == top_k:
+            break
+    return hits
+
+
+def verdict_metadata(kept: KeptDocument, run_id: str) -> dict[str, Any]:
+    """A kept document's metadata plus the verdict that kept it, for the framework's document.
+
+    The verdict's keys (``id``, ``score``, ``confidence``, ``relevance``, ``reasoning``,
+    ``iteration``, ``rank``, ``run_id``) take the place of metadata entries of the same name.
+    """
+    verdict = kept.verdict
+    return {
+        **kept.document.metadata,
+        "id": kept.document.id,
+        "score": verdict.score,
+        "confidence": verdict.confidence,
+        "relevance": verdict.label.value if verdict.label else None,
+        "reasoning": verdict.reasoning,
+        "iteration": kept.iteration,
+        "rank": kept.rank,
+        "run_id": run_id,
+    }
+
+
+# -- chat ----------------------------------------------------------------------------------
+
+
+def model_name(model: object) -> str:
+    """The name a framework's chat model goes by (its model id where it has one)."""
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def with_limits(model: Any, limits: Mapping[str, Any]) -> Any:
+    """A shallow copy of a pydantic framework model with those of ``limits`` it declares as fields.
+
+    Frameworks read ``temperature`` and ``max_tokens`` from the model object at call time, and
+    not every provider accepts them as call keywords; a model without such a field keeps its own
+    setting. The user's object is never changed (concurrent calls each get their copy).
+    """
+    fields = getattr(type(model), "model_fields", None)
+    if not isinstance(fields, Mapping) or not callable(getattr(model, "model_copy", None)):
+        return model
+    update = {k: v for k, v in limits.items() if k in fields and v is not None}
+    return model.model_copy(update=update) if update else model
+
+
+def schema_rule(schema: Mapping[str, Any]) -> str:
+    """The instruction that carries a JSON schema to a model with no structured output."""
+    return "Reply with one JSON object matching this JSON schema: " + json.dumps(
+        schema, separators=(",", ":")
+    )
+
+
+def reply_usage(
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    seconds: float,
+    messages: Sequence[Mapping[str, str]],
+    text: str,
+) -> Usage:
+    """One call's usage: the tokens the framework reported, else counted (cl100k_base).
+
+    Counting keeps token budgets meaningful for providers that report nothing.
+    """
+    if not _count_given(prompt_tokens) or not _count_given(completion_tokens):
+        counter = _token_counter()
+        prompt_tokens = sum(counter.count(m.get("content", "")) for m in messages)
+        completion_tokens = counter.count(text)
+    return Usage(
+        llm_calls=1,
+        prompt_tokens=int(prompt_tokens or 0),
+        completion_tokens=int(completion_tokens or 0),
+        latency_seconds=seconds,
+    )
+
+
+def _count_given(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _token_counter() -> Any:
+    with _counter_lock:
+        if not _counters:
+            from corrective_rag.models.tokens import TiktokenCounter
+
+            _counters.append(TiktokenCounter())
+        return _counters[0]
+
+
+def secrets_of_model(model: object) -> tuple[str, ...]:
+    """The secret values (pydantic ``SecretStr`` fields: API keys) a framework model holds."""
+    found: list[str] = []
+    for value in vars(model).values() if hasattr(model, "__dict__") else ():
+        reveal = getattr(value, "get_secret_value", None)
+        if callable(reveal):
+            secret = reveal()
+            if isinstance(secret, str) and secret:
+                found.append(secret)
+    return tuple(found)
+
+
+def call_failed(name: str, exc: BaseException, secrets: Sequence[str]) -> LLMError:
+    """A framework model's failure as our :class:`~corrective_rag.errors.LLMError`, keys masked."""
+    return LLMError(redact(f"{name} call failed: {type(exc).__name__}: {exc}", secrets))

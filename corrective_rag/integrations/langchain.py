@@ -1,0 +1,391 @@
+"""LangChain adapters, both ways (extra ``[langchain]``: ``langchain-core`` only).
+
+- :class:`CorrectiveRetriever`: the corrective loop as a LangChain ``BaseRetriever``, so it drops
+  into an LCEL chain or a LangGraph node; ``invoke(question)`` returns the kept documents with
+  their verdicts in ``metadata``.
+- :class:`LangChainRetriever`: a LangChain ``VectorStore`` or ``BaseRetriever`` as the loop's
+  :class:`~corrective_rag.protocols.Retriever`, so an existing index is the loop's corpus.
+- :class:`LangChainChatModel`: a LangChain ``BaseChatModel`` as the loop's
+  :class:`~corrective_rag.protocols.ChatModel`, so the evaluator, rewriter and generator run
+  on the provider the user already configured.
+- :class:`LangChainEmbeddings`: our :class:`~corrective_rag.protocols.Embedder` as LangChain
+  ``Embeddings``, to build a LangChain vector store with the loop's embedding model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from corrective_rag.integrations import MissingExtraError
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document as LCDocument
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import convert_to_messages
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
+    from pydantic import ConfigDict
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
+    raise MissingExtraError(
+        "corrective_rag.integrations.langchain needs langchain-core: "
+        "pip install 'corrective_rag[langchain]'"
+    ) from exc
+
+from corrective_rag.errors import (
+    ConfigError,
+    CorrectiveRAGError,
+    InputError,
+    LLMTimeoutError,
+    StoreError,
+)
+from corrective_rag.integrations.bridge import (
+    call_failed,
+    document_id,
+    flat_metadata,
+    model_name,
+    ranked_hits,
+    reply_usage,
+    schema_rule,
+    secrets_of_model,
+    verdict_metadata,
+    where_matches,
+    with_limits,
+)
+from corrective_rag.llm import scope
+from corrective_rag.protocols import Embedder
+from corrective_rag.store.checks import check_search
+from corrective_rag.types import ChatReply, Document, Hit, RunResult
+
+__all__ = [
+    "CorrectiveRetriever",
+    "LangChainChatModel",
+    "LangChainEmbeddings",
+    "LangChainRetriever",
+]
+
+Filter = Callable[[Mapping[str, Any]], Any]
+
+
+# -- the loop as a LangChain retriever -----------------------------------------------------
+
+
+class CorrectiveRetriever(BaseRetriever):
+    """The corrective loop as a LangChain retriever: ``invoke(question)`` runs it.
+
+    Returns the kept documents, best first, as LangChain ``Document`` s (``id`` set) whose
+    metadata is the document's own plus the verdict that kept it: ``score``, ``confidence``,
+    ``relevance``, ``reasoning``, ``iteration``, ``rank`` and the ``run_id``. The last run's
+    :class:`~corrective_rag.types.RunResult` (history, usage, stop reason) is ``last_result``.
+
+    Attributes:
+        orchestrator: a :class:`~corrective_rag.loop.orchestrator.CorrectiveRAGOrchestrator`.
+        where, top_k, max_iterations: passed to each ``run`` (``None``: the orchestrator's).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    orchestrator: Any
+    where: dict[str, Any] | None = None
+    top_k: int | None = None
+    max_iterations: int | None = None
+    last_result: RunResult | None = None
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[LCDocument]:
+        result = self.orchestrator.run(
+            query, where=self.where, top_k=self.top_k, max_iterations=self.max_iterations
+        )
+        self.last_result = result
+        return [
+            LCDocument(
+                page_content=kept.document.text,
+                metadata=verdict_metadata(kept, result.run_id),
+                id=kept.document.id,
+            )
+            for kept in result.kept
+        ]
+
+
+# -- a LangChain index as the loop's retriever ---------------------------------------------
+
+
+class LangChainRetriever:
+    """A LangChain ``VectorStore`` or ``BaseRetriever`` as our ``Retriever``.
+
+    What the loop needs of a retriever, and what each kind of source gives:
+
+    - more candidates as the loop pages past judged documents: a ``VectorStore`` (or a
+      ``VectorStoreRetriever``) is asked for ``k=top_k``; any other retriever with a ``k``
+      field is copied with ``k=top_k`` for the call; a retriever without one returns what it
+      returns (cut to ``top_k``), so a loop that has judged all of it stops with
+      ``no_progress``.
+    - ``where`` filters: an ``InMemoryVectorStore`` gets a predicate that reads ``where`` as
+      the store does (:func:`~corrective_rag.integrations.bridge.where_matches`); another vector
+      store gets ``filter=where`` as given (the chroma-style dict that Chroma, PGVector and
+      others read), or ``where_filter(where)`` to translate it; a retriever that is not a vector
+      store's raises :class:`~corrective_rag.errors.ConfigError`.
+
+    Documents keep their LangChain ``id``, else ``metadata[id_key]``, else a digest of their
+    text; their metadata keeps its str/int/float/bool entries. Scores are the store's
+    (``similarity_search_with_score``), else ``1 / rank``.
+
+    Args:
+        source: a ``VectorStore`` or a ``BaseRetriever``.
+        where_filter: turns a ``where`` mapping into the store's ``filter`` argument.
+        id_key: metadata key holding a document's id when LangChain's ``id`` is unset.
+
+    Raises:
+        ConfigError: ``source`` is neither.
+        StoreError: (from ``retrieve``) the store or retriever failed; the cause is chained.
+    """
+
+    def __init__(
+        self, source: Any, *, where_filter: Filter | None = None, id_key: str = "id"
+    ) -> None:
+        if not isinstance(source, VectorStore | BaseRetriever):
+            raise ConfigError(
+                f"source must be a LangChain VectorStore or BaseRetriever, got {source!r}"
+            )
+        if where_filter is not None and not callable(where_filter):
+            raise ConfigError(f"where_filter must be callable, got {where_filter!r}")
+        if not isinstance(id_key, str) or not id_key:
+            raise ConfigError(f"id_key must be a non-empty string, got {id_key!r}")
+        self.source = source
+        self.where_filter = where_filter
+        self.id_key = id_key
+
+    def __repr__(self) -> str:
+        return f"LangChainRetriever({type(self.source).__name__})"
+
+    def retrieve(
+        self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
+    ) -> list[Hit]:
+        """Return at most ``top_k`` hits for ``query``, ranked 1..n (see the class docstring)."""
+        check_search(query, top_k, where)
+        source = self.source
+        if isinstance(source, VectorStoreRetriever):
+            if source.search_type == "similarity":
+                kwargs = {**source.search_kwargs, **self._filter(source.vectorstore, where)}
+                return self._scored(source.vectorstore, query, top_k, kwargs)
+            kwargs = {**self._filter(source.vectorstore, where), "k": top_k}
+            return self._listed(lambda: source.invoke(query, **kwargs), top_k)
+        if isinstance(source, VectorStore):
+            return self._scored(source, query, top_k, self._filter(source, where))
+        if where is not None:
+            raise ConfigError(
+                f"{type(source).__name__} takes no metadata filter: pass its VectorStore "
+                "(or a VectorStoreRetriever) to filter with where"
+            )
+        sized = with_limits(source, {"k": top_k})
+        return self._listed(lambda: sized.invoke(query), top_k)
+
+    def _filter(self, store: VectorStore, where: Mapping[str, Any] | None) -> dict[str, Any]:
+        if where is None:
+            return {}
+        if self.where_filter is not None:
+            return {"filter": self.where_filter(where)}
+        if isinstance(store, InMemoryVectorStore):
+            where_matches(where, {})  # an invalid filter fails here, not per document
+            return {"filter": lambda doc: where_matches(where, doc.metadata or {})}
+        search = store.similarity_search_with_score
+        parameters = inspect.signature(search).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        if "filter" not in parameters and not takes_any:
+            raise ConfigError(f"{type(store).__name__} takes no filter argument: cannot use where")
+        return {"filter": dict(where)}
+
+    def _scored(
+        self, store: VectorStore, query: str, top_k: int, kwargs: Mapping[str, Any]
+    ) -> list[Hit]:
+        kwargs = {k: v for k, v in kwargs.items() if k != "k"}
+        try:
+            pairs = store.similarity_search_with_score(query, k=top_k, **kwargs)
+        except NotImplementedError:  # a store that only lists documents
+            return self._listed(lambda: store.similarity_search(query, k=top_k, **kwargs), top_k)
+        except CorrectiveRAGError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{type(store).__name__} search failed: {exc}") from exc
+        return ranked_hits([(self._document(d), s) for d, s in pairs], top_k)
+
+    def _listed(self, search: Callable[[], Sequence[LCDocument]], top_k: int) -> list[Hit]:
+        try:
+            docs = search()
+        except CorrectiveRAGError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{type(self.source).__name__} search failed: {exc}") from exc
+        return ranked_hits([(self._document(d), None) for d in docs], top_k)
+
+    def _document(self, doc: LCDocument) -> Document:
+        text = doc.page_content
+        if not isinstance(text, str) or not text.strip():
+            raise StoreError(f"{type(self.source).__name__} returned a document with no text")
+        try:
+            return Document(
+                document_id(doc.id, doc.metadata, self.id_key, text),
+                text,
+                flat_metadata(doc.metadata),
+            )
+        except InputError as exc:
+            raise StoreError(
+                f"{type(self.source).__name__} returned an unusable document: {exc}"
+            ) from exc
+
+
+# -- a LangChain chat model as the loop's chat model ---------------------------------------
+
+
+class LangChainChatModel:
+    """A LangChain ``BaseChatModel`` as a :class:`~corrective_rag.protocols.ChatModel`.
+
+    With a ``json_schema`` the model's ``with_structured_output`` is used where it has one
+    (OpenAI, Anthropic, Ollama, ... each in its own way), and the parsed object is returned as
+    JSON text; where it has none, the schema travels as an instruction and our lenient parser
+    reads the reply. ``temperature`` and ``max_tokens`` are set on a copy of the model for the
+    call where the model has fields of those names (most providers' do); otherwise the model's
+    own settings hold. Tokens are the model's ``usage_metadata`` where it reports them, else
+    counted with cl100k_base; cost is not known (0).
+
+    A call in flight runs to the provider's own timeout: cancelling the run (Ctrl-C, a
+    ``Budget`` deadline) stops the calls not yet started.
+
+    Args:
+        model: the LangChain chat model, configured with the user's provider and key.
+        structured: use the model's structured output for JSON replies where it has one.
+        limits: set ``temperature`` / ``max_tokens`` per call (see above).
+
+    Attributes:
+        model: the model's name (``model_name`` / ``model``), used in verdict cache keys.
+    """
+
+    def __init__(self, model: Any, *, structured: bool = True, limits: bool = True) -> None:
+        if not isinstance(model, BaseChatModel):
+            raise ConfigError(f"model must be a LangChain BaseChatModel, got {model!r}")
+        self.chat = model
+        self.model = model_name(model)
+        self.structured = bool(structured)
+        self.limits = bool(limits)
+        self._secrets = secrets_of_model(model)
+
+    def __repr__(self) -> str:
+        return f"LangChainChatModel({type(self.chat).__name__}, model={self.model!r})"
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        """Return the model's reply to ``messages`` (see the class docstring).
+
+        Raises:
+            LLMError: the model raised (its message, keys masked; the cause is chained).
+            LLMTimeoutError: the run's deadline passed before the call.
+            Cancelled: the run was cancelled before the call.
+        """
+        scope.raise_if_cancelled()
+        at = scope.deadline()
+        if at is not None and time.monotonic() >= at:
+            raise LLMTimeoutError(f"{self.model}: the run's deadline passed before the call")
+        model = self.chat
+        if self.limits:
+            model = with_limits(model, {"temperature": temperature, "max_tokens": max_tokens})
+        msgs = [dict(m) for m in messages]
+        started = time.perf_counter()
+        try:
+            reply = None
+            if json_schema is not None and self.structured:
+                reply = _structured(model, msgs, json_schema)
+            if reply is None:
+                if json_schema is not None:
+                    msgs = [*msgs, {"role": "system", "content": schema_rule(json_schema)}]
+                message = model.invoke(convert_to_messages(msgs))
+                reply = (message, _text(message))
+        except CorrectiveRAGError:
+            raise
+        except Exception as exc:
+            raise call_failed(self.model, exc, self._secrets) from exc
+        message, text = reply
+        return _chat_reply(message, text, msgs, time.perf_counter() - started, self.model)
+
+
+def _structured(
+    model: BaseChatModel, msgs: list[dict[str, str]], schema: Mapping[str, Any]
+) -> tuple[Any, str] | None:
+    """The model's structured reply as (message, JSON text); None: it has no structured output."""
+    try:
+        runnable = model.with_structured_output(dict(schema), include_raw=True)
+    except NotImplementedError:
+        return None
+    out = runnable.invoke(convert_to_messages(msgs))
+    raw = out.get("raw") if isinstance(out, Mapping) else None
+    parsed = out.get("parsed") if isinstance(out, Mapping) else None
+    if isinstance(parsed, Mapping):
+        return raw, json.dumps(parsed, ensure_ascii=False)
+    calls = getattr(raw, "tool_calls", None) or []
+    if calls and isinstance(calls[0].get("args"), Mapping):
+        return raw, json.dumps(calls[0]["args"], ensure_ascii=False)
+    return raw, _text(raw)  # unparsed: the lenient parser reads whatever came
+
+
+def _text(message: object) -> str:
+    """A message's text: its string content, or the text blocks of a list content, joined."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(
+        p if isinstance(p, str) else str(p.get("text", ""))
+        for p in parts
+        if isinstance(p, str) or (isinstance(p, Mapping) and p.get("type") == "text")
+    )
+
+
+def _chat_reply(
+    message: object, text: str, msgs: list[dict[str, str]], seconds: float, name: str
+) -> ChatReply:
+    usage = getattr(message, "usage_metadata", None) or {}
+    meta = getattr(message, "response_metadata", None) or {}
+    finish = meta.get("finish_reason") or meta.get("stop_reason")
+    return ChatReply(
+        text=text,
+        model=str(meta.get("model_name") or meta.get("model") or name),
+        usage=reply_usage(
+            usage.get("input_tokens"), usage.get("output_tokens"), seconds, msgs, text
+        ),
+        finish_reason=str(finish) if finish is not None else None,
+    )
+
+
+# -- our embedder as LangChain embeddings --------------------------------------------------
+
+
+class LangChainEmbeddings(Embeddings):
+    """Our :class:`~corrective_rag.protocols.Embedder` as LangChain ``Embeddings``.
+
+    Args:
+        embedder: e.g. :class:`~corrective_rag.models.embeddings.SentenceTransformerEmbedder`.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        if not callable(getattr(embedder, "embed", None)):
+            raise ConfigError(f"embedder must have an embed(texts) method, got {embedder!r}")
+        self.embedder = embedder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One unit vector per text."""
+        return [[float(x) for x in row] for row in self.embedder.embed(texts)] if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query's unit vector."""
+        return self.embed_documents([text])[0]
