@@ -37,6 +37,7 @@ from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.parallel import parallel_map
+from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Document, Evaluation, Proposal, Usage, Verdict
@@ -199,9 +200,16 @@ class LLMEvaluator:
         shared = [item for item in pending if not prompts.looks_injected(item.text)]
         batches = self._batches(question, shared) + alone
         usage = Usage()
-        results = parallel_map(
-            lambda batch: self._grade_batch(question, batch), batches, max_workers=self.max_workers
-        )
+        with metering() as meter:
+            try:
+                results = parallel_map(
+                    lambda batch: self._grade_batch(question, batch),
+                    batches,
+                    max_workers=self.max_workers,
+                )
+            except (LLMError, VerdictParseError) as exc:  # strict: the caller charges the spend
+                attach_spent(exc, meter.total)
+                raise
         # The best-ranked batch's proposal: its documents came first in the retriever's order.
         proposal = next((p for _, _, p in results if p is not None), None)
         for graded, spent, _ in results:
@@ -233,6 +241,7 @@ class LLMEvaluator:
             + _REPLY_TOKENS_PER_DOC * len(items)
             + (_REPLY_TOKENS_PROPOSAL if propose else 0),
         )
+        charge(reply.usage)  # what a strict failure later in this evaluate call must still count
         return reply.text, reply.usage
 
     def _proposal(self, text: str) -> Proposal | None:
