@@ -124,7 +124,9 @@ def test_a_question_that_always_kills_its_worker_gets_an_error_line(cluster, tmp
 
 DRIVER = textwrap.dedent(
     """
-    import json, sys
+    import json, signal, sys
+    # Set explicitly: a suite started from a background job hands its children an ignored SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from runs_helpers import ScriptedFactory
     from corrective_rag.runs.batch import run_batch
     from corrective_rag.runs.queries import Query
