@@ -16,6 +16,9 @@ Policies, chosen once:
   says what to fix.
 * Ctrl-C (or the ``cancel`` event) cancels the running queries' LLM calls and writes each of
   them as an ``interrupted`` error line.
+* Every way out (the end, Ctrl-C, a permanent failure, an error writing the results file)
+  stops the worker threads and waits for them to leave their queries before ``run_batch``
+  returns or raises: none goes on paying for LLM calls, none is inside native code at exit.
 * Resume: ok ids are skipped; ids whose last line is an error are run again, unless
   ``rerun_errors=False``. The last line of an id wins when reading back.
 """
