@@ -457,6 +457,8 @@ class RunResult:
     answer: Answer | None = None
     strips: tuple[Strip, ...] = ()
     started_at: str = ""  # ISO 8601, UTC
+    # why knowledge refinement failed (its LLM call), or None: the answer used whole documents
+    refinement_error: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", _frozen_mapping(self.policy))

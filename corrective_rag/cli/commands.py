@@ -346,7 +346,8 @@ def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
 
     if not opts.chroma_host and not (opts.qdrant or "").startswith(("http://", "https://")):
         raise ConfigError(
-            "--ray needs a store server (--chroma-host or --qdrant URL): a store folder is locked"
+            "--ray needs a store server (--chroma-host or --qdrant URL): a store folder is "
+            "on this machine only, where Ray workers on other nodes cannot open it"
         )
     if opts.local_llm:
         raise ConfigError("--ray needs --llm-url: each worker would start its own --local-llm")

@@ -35,9 +35,11 @@ from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.parallel import parallel_map
+from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.logs import get_logger
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.protocols import ChatModel
+from corrective_rag.text.screening import screen_form
 from corrective_rag.types import Document, Evaluation, Proposal, Usage, Verdict
 
 __all__ = ["LLMEvaluator"]
@@ -58,6 +60,11 @@ class _Item:
     text: str  # truncated
     key: CacheKey
     tokens: int  # of the text's document block in the prompt
+
+
+def _flagged(item: _Item) -> bool:
+    """The injection screen, on the text as a reader sees it (see text/screening.py)."""
+    return prompts.looks_injected(screen_form(item.text))
 
 
 class LLMEvaluator:
@@ -191,18 +198,28 @@ class LLMEvaluator:
                 tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
                 pending.append(_Item(doc, text, key, tokens))
         # A document shaped like an injection is graded in a call of its own: a model that obeys
-        # it can then misjudge that document only, never the others of its batch.
-        alone = [[item] for item in pending if prompts.looks_injected(item.text)]
+        # it can then misjudge that document only, never the others of its batch. It is screened
+        # as a reader sees it (soft hyphens, zero-width and fullwidth forms undone).
+        alone = [[item] for item in pending if _flagged(item)]
         if alone:
             log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
-        shared = [item for item in pending if not prompts.looks_injected(item.text)]
+        shared = [item for item in pending if not _flagged(item)]
         batches = self._batches(question, shared) + alone
         usage = Usage()
-        results = parallel_map(
-            lambda batch: self._grade_batch(question, batch), batches, max_workers=self.max_workers
-        )
+        with metering() as meter:
+            try:
+                results = parallel_map(
+                    lambda batch: self._grade_batch(question, batch),
+                    batches,
+                    max_workers=self.max_workers,
+                )
+            except (LLMError, VerdictParseError) as exc:  # strict: the caller charges the spend
+                attach_spent(exc, meter.total)
+                raise
         # The best-ranked batch's proposal: its documents came first in the retriever's order.
-        proposal = next((p for _, _, p in results if p is not None), None)
+        # None when any document of this call was flagged: the model read it (alone, but in the
+        # same run), and a next query is the one thing an injection wants to steer.
+        proposal = None if alone else next((p for _, _, p in results if p is not None), None)
         for graded, spent, _ in results:
             usage += spent
             verdicts.update(graded)
@@ -232,6 +249,7 @@ class LLMEvaluator:
             + _REPLY_TOKENS_PER_DOC * len(items)
             + (_REPLY_TOKENS_PROPOSAL if propose else 0),
         )
+        charge(reply.usage)  # what a strict failure later in this evaluate call must still count
         return reply.text, reply.usage
 
     def _proposal(self, text: str) -> Proposal | None:
@@ -292,7 +310,7 @@ class LLMEvaluator:
         A batch of a document graded alone (injection-shaped) never proposes: its text could
         steer the proposal.
         """
-        propose = self.propose and not prompts.looks_injected(batch[0].text)
+        propose = self.propose and not _flagged(batch[0])
         if len(batch) == 1 and not propose:
             return (*self._grade_singles(question, batch), None)
         ids = [i.document.id for i in batch]

@@ -20,6 +20,7 @@ from corrective_rag.errors import ConfigError, InputError, LLMError, SearchError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
 from corrective_rag.llm.scope import call_scope
+from corrective_rag.llm.spent import spent_before
 from corrective_rag.logs import get_logger
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.lanes import take_turns
@@ -186,7 +187,7 @@ class CorrectiveRAGOrchestrator:
         run_id = uuid.uuid4().hex
         started_at = datetime.now(timezone.utc).isoformat()
         st = Run(question, where, top_k, budget, time.perf_counter(), tried=[question])
-        rlog = log.bind(run_id=run_id)
+        rlog = st.log = log.bind(run_id=run_id)
         rlog.info(
             "run_started",
             question=question,
@@ -240,6 +241,7 @@ class CorrectiveRAGOrchestrator:
             answer=answer,
             strips=strips,
             started_at=started_at,
+            refinement_error=st.refine_error,
         )
         rlog.info(
             "run_finished",
@@ -272,7 +274,7 @@ class CorrectiveRAGOrchestrator:
             except SearchError as exc:
                 # A web search that failed (after its own retries) costs this iteration its
                 # fallback, not the run: the local results stand, and the record says so.
-                log.warning("fallback_failed", iteration=index, error=str(exc))
+                st.log.warning("fallback_failed", iteration=index, error=str(exc))
                 mode = FallbackMode.FAILED
             else:
                 mode = FallbackMode.REPLACED if replaced else FallbackMode.SUPPLEMENTED
@@ -415,7 +417,7 @@ class CorrectiveRAGOrchestrator:
         except (LLMError, VerdictParseError) as exc:
             error = f"evaluator failed: {exc}"
             ungraded = [Verdict.ungraded(d.id, error) for d in documents]
-            return ungraded, Usage(failed_calls=1), None
+            return ungraded, spent_before(exc) + Usage(failed_calls=1), None
         by_id: dict[str, Verdict] = {}
         for verdict in evaluation.verdicts:
             by_id.setdefault(verdict.document_id, verdict)
@@ -432,7 +434,8 @@ class CorrectiveRAGOrchestrator:
             st.llm_down = True
             return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
         except VerdictParseError as exc:  # a strict rewriter's unreadable reply: a rejection
-            return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
+            usage = spent_before(exc) + Usage(failed_calls=1)
+            return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=usage)
         if rewrite.query is not None and (
             not isinstance(rewrite.query, str) or not rewrite.query.strip()
         ):
@@ -463,6 +466,9 @@ class CorrectiveRAGOrchestrator:
             )
             st.usage = st.usage + PhaseUsage(refinement=refinement.usage)
             strips = refinement.strips
+            if refinement.error is not None:  # the documents go to the generator whole
+                st.refine_error = refinement.error
+                st.log.warning("refinement_failed", error=refinement.error)
         if self.generator is None:
             return strips, None
         if not documents:

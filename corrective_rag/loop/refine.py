@@ -3,6 +3,11 @@
 Kept documents are decomposed into strips (one or a few sentences, with character offsets), each
 strip is judged by the evaluator as a pseudo-document against the original question, and only the
 strips the filter policy keeps are recomposed, in document order, for the generator.
+
+Refinement runs after the loop has finished: an evaluator that fails there (the model down, a
+strict evaluator's unreadable reply) must not lose the run. The failure becomes
+:attr:`Refinement.error`, with every strip ungraded and what was spent charged, like a failed
+grading call inside the loop.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from corrective_rag.errors import LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide
 from corrective_rag.inputs import check_int
+from corrective_rag.llm.spent import spent_before
 from corrective_rag.protocols import Evaluator
 from corrective_rag.text.lexical import sentence_spans
 from corrective_rag.types import Document, Strip, Usage, Verdict
@@ -21,11 +28,15 @@ __all__ = ["Refinement", "recompose", "refine", "split_strips"]
 
 @dataclass(frozen=True, slots=True)
 class Refinement:
-    """What refinement produced: kept strips in document order, every strip verdict, usage."""
+    """What refinement produced: kept strips in document order, every strip verdict, usage.
+
+    ``error`` says why the evaluator failed (then no strip is kept), or is ``None``.
+    """
 
     strips: tuple[Strip, ...]
     verdicts: tuple[Verdict, ...]
     usage: Usage
+    error: str | None = None
 
 
 def split_strips(document: Document, *, sentences: int = 1) -> list[tuple[int, int]]:
@@ -68,7 +79,12 @@ def refine(
         Document(f"strip-{n}", doc.text[s:e], {"source_id": doc.id, "start": s, "end": e})
         for n, (doc, s, e) in enumerate(pieces)
     ]
-    evaluation = evaluator.evaluate(question, pseudo)
+    try:
+        evaluation = evaluator.evaluate(question, pseudo)
+    except (LLMError, VerdictParseError) as exc:
+        error = f"evaluator failed: {exc}"
+        ungraded = tuple(Verdict.ungraded(d.id, error) for d in pseudo)
+        return Refinement((), ungraded, spent_before(exc) + Usage(failed_calls=1), error)
     by_id = {v.document_id: v for v in evaluation.verdicts}
     verdicts = []
     strips = []

@@ -46,6 +46,10 @@ class Run:
     # a rewrite wins slots in the next iteration by having found relevant documents
     lanes: dict[str, tuple[int, int]] = field(default_factory=dict)
     llm_down: bool = False  # the rewriter's model failed to answer (not a rejected rewrite)
+    # the run's logger, bound to its run id: every event of a run says which run (batch threads
+    # run many at once), so no part of the loop logs through the unbound module logger
+    log: Any = None
+    refine_error: str | None = None  # knowledge refinement failed: why (the result is kept)
 
     def document_cap(self, per_call: int | None) -> int | None:
         """Documents the evaluator may still be sent under the call budget (``None``: any)."""

@@ -15,6 +15,7 @@ from typing import Any
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
+from corrective_rag.llm.spent import attach_spent
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite.guard import check_rewrite
@@ -112,6 +113,7 @@ class LLMRewriter:
                 raise VerdictParseError("reply has no string 'query'", raw=reply.text)
         except VerdictParseError as exc:
             if self.strict:
+                attach_spent(exc, reply.usage)  # the call was answered: its tokens were spent
                 raise
             log.warning("rewrite_unparseable", error=str(exc))
             return Rewrite(

@@ -16,6 +16,9 @@ Policies, chosen once:
   says what to fix.
 * Ctrl-C (or the ``cancel`` event) cancels the running queries' LLM calls and writes each of
   them as an ``interrupted`` error line.
+* Every way out (the end, Ctrl-C, a permanent failure, an error writing the results file)
+  stops the worker threads and waits for them to leave their queries before ``run_batch``
+  returns or raises: none goes on paying for LLM calls, none is inside native code at exit.
 * Resume: ok ids are skipped; ids whose last line is an error are run again, unless
   ``rerun_errors=False``. The last line of an id wins when reading back.
 """
@@ -56,6 +59,11 @@ log = get_logger(__name__)
 
 _PROBE = 3  # first results that, all failing with the same permanent error, stop the batch
 _POLL = 0.1  # seconds between checks of the cancel event while waiting for results
+# How long run_batch waits, in all, for workers to leave their queries once it stops them. Their
+# LLM calls are cancelled, so this is the rest of a query's local work (retrieval, embedding),
+# well below this bound; only a query stuck in user code that ignores cancellation waits it out,
+# and a second Ctrl-C ends the command at once anyway.
+_JOIN_SECONDS = 10.0
 
 
 class Engine(Protocol):
@@ -145,7 +153,8 @@ class _Workers:
     """Daemon threads running queries; the calling thread records what they finish.
 
     Daemon threads, so that a query stuck in user code never keeps an interrupted process alive;
-    each query runs in a call scope tied to ``cancel``, so that stopping cancels its LLM calls.
+    each query runs in a call scope tied to ``cancel`` and to :meth:`stop`, so that stopping
+    cancels its LLM calls, and :meth:`join` waits until every worker has left its query.
     """
 
     def __init__(
@@ -154,43 +163,60 @@ class _Workers:
         self._runners = runners
         self._todo = deque(todo)
         self._cancel = cancel
+        self._halt = threading.Event()  # stop(): the caller's ``cancel`` is left as it was
         self._lock = threading.Lock()
-        self._stopped = False
         self._running: dict[str, tuple[Query, float]] = {}
         self.finished: queue.Queue[dict[str, Any]] = queue.Queue()
-        for _ in range(min(concurrency, len(todo))):
-            threading.Thread(target=self._work, name="crag-batch", daemon=True).start()
+        self._threads = [
+            threading.Thread(target=self._work, name="crag-batch", daemon=True)
+            for _ in range(min(concurrency, len(todo)))
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def _work(self) -> None:
         while True:
             with self._lock:
-                if self._stopped or self._cancel.is_set() or not self._todo:
+                if self._halt.is_set() or self._cancel.is_set() or not self._todo:
                     return
                 q = self._todo.popleft()
                 started = time.perf_counter()
                 self._running[q.id] = (q, started)
             try:
-                with call_scope(cancel=self._cancel):
+                with call_scope(cancel=self._cancel), call_scope(cancel=self._halt):
                     line = attempt(self._runners, q)
             except BaseException as exc:  # never leave the recorder waiting for this query
                 line = error_line(q.id, q.query, exc, time.perf_counter() - started)
             with self._lock:
-                if self._stopped or self._cancel.is_set():
+                if self._halt.is_set() or self._cancel.is_set():
                     return  # left in _running: stop() writes it as interrupted
                 del self._running[q.id]
                 self.finished.put(line)
 
     def stop(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Start nothing more, cancel what runs: (lines finished before, interrupted lines)."""
-        self._cancel.set()
         with self._lock:
-            self._stopped = True
+            self._halt.set()
             running = list(self._running.values())
         done = []
         while not self.finished.empty():
             done.append(self.finished.get_nowait())
         now = time.perf_counter()
         return done, [interrupted_line(q, now - started) for q, started in running]
+
+    def join(self) -> None:
+        """Wait for every worker to leave its query (cancelled calls end at once).
+
+        A worker still inside a query when the interpreter exits can abort the process from
+        native code ("terminate called without an active exception"), and one left running keeps
+        paying for LLM calls nobody will record: no exit path of ``run_batch`` skips this.
+        """
+        deadline = time.monotonic() + _JOIN_SECONDS
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t for t in self._threads if t.is_alive()]
+        if alive:  # a query stuck in user code that ignores cancellation: say so, never hang
+            log.warning("batch_workers_still_running", workers=len(alive))
 
 
 @contextlib.contextmanager
@@ -318,26 +344,34 @@ def run_batch(
                 left = len(todo)
                 permanent = None
                 try:
-                    while left:
-                        if cancel.is_set():
-                            raise KeyboardInterrupt
-                        try:
-                            line = workers.finished.get(timeout=_POLL)
-                        except queue.Empty:
-                            continue
-                        record(line)
-                        left -= 1
-                        if len(written) == min(_PROBE, len(todo)) == counts["failed"]:
-                            permanent = _same_permanent_failure(written)
-                            if permanent is not None and left:
-                                break
-                except KeyboardInterrupt:
-                    interrupted = True
-                if interrupted or (permanent is not None and left):
-                    done_lines, cut = workers.stop()
-                    for line in [*done_lines, *cut]:
-                        record(line)
-                    log.warning("batch_stopped", written=sum(counts.values()), interrupted=len(cut))
+                    try:
+                        while left:
+                            if cancel.is_set():
+                                raise KeyboardInterrupt
+                            try:
+                                line = workers.finished.get(timeout=_POLL)
+                            except queue.Empty:
+                                continue
+                            record(line)
+                            left -= 1
+                            if len(written) == min(_PROBE, len(todo)) == counts["failed"]:
+                                permanent = _same_permanent_failure(written)
+                                if permanent is not None and left:
+                                    break
+                    except KeyboardInterrupt:
+                        interrupted = True
+                    if interrupted or (permanent is not None and left):
+                        done_lines, cut = workers.stop()
+                        for line in [*done_lines, *cut]:
+                            record(line)
+                        log.warning(
+                            "batch_stopped", written=sum(counts.values()), interrupted=len(cut)
+                        )
+                finally:
+                    # Every way out (the end, Ctrl-C, a permanent failure, a recorder error such
+                    # as a full disk) stops the workers and waits for them to leave their query.
+                    workers.stop()
+                    workers.join()
                 if interrupted:
                     raise KeyboardInterrupt
                 if permanent is not None and left:

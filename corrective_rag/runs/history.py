@@ -2,7 +2,8 @@
 
 * :func:`result_to_json` / :func:`result_from_json`: ``result_from_json(result_to_json(r)) == r``.
 * :class:`HistoryStore`: one run per line in a JSONL file; a torn last line (a crash mid-write)
-  is skipped on reading and fenced off before the next append.
+  is skipped with a warning on reading and cut off before the next append; damage elsewhere is
+  an error naming the line (the policy of ``read_results`` too).
 * :func:`render_table`: one row per iteration.
 * :func:`diff_iterations` / :func:`diff_runs`: what changed between two iterations of one run,
   or between two runs of the same question.
@@ -16,11 +17,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
+from corrective_rag.logs import get_logger
 from corrective_rag.runs.cells import NONE, cut, rewrite_cell
 from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.runs.jsonl import iter_appended, torn_tail
 from corrective_rag.text.display import display_width, pad, printable
 from corrective_rag.types import RunResult, Verdict
 
@@ -37,6 +41,8 @@ try:  # POSIX advisory locks keep concurrent appends from interleaving; elsewher
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+log = get_logger(__name__)
 
 
 def result_to_json(result: RunResult, *, indent: int | None = None) -> str:
@@ -64,6 +70,28 @@ def result_from_json(text: str) -> RunResult:
     return from_dict(RunResult, data)
 
 
+def _settle_tail(fh: IO[bytes], path: Path) -> None:
+    """Before an append: cut a torn last line, so that it never ends up inside the file.
+
+    A tail that is whole JSON lacks only its newline (written by hand, or by another tool): it
+    gets one instead, and stays.
+    """
+    fh.seek(0)
+    data = fh.read()
+    tail = torn_tail(data)
+    if not tail:
+        return
+    try:
+        json.loads(tail)
+    except (ValueError, RecursionError):
+        fh.truncate(len(data) - len(tail))
+        log.warning("history_torn_line_removed", path=str(path), bytes=len(tail))
+    else:
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\n")
+    fh.seek(0, os.SEEK_END)
+
+
 class HistoryStore:
     """An append-only JSONL file of run results, one per line.
 
@@ -86,11 +114,7 @@ class HistoryStore:
             if fcntl is not None:
                 fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                fh.seek(0, os.SEEK_END)
-                if fh.tell() > 0:
-                    fh.seek(-1, os.SEEK_END)
-                    if fh.read(1) != b"\n":
-                        fh.write(b"\n")  # the previous writer died mid-line: end its line
+                _settle_tail(fh, self.path)
                 fh.write(line.encode("utf-8"))
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -99,28 +123,19 @@ class HistoryStore:
                     fcntl.flock(fh, fcntl.LOCK_UN)
 
     def __iter__(self) -> Iterator[RunResult]:
-        """Yield stored runs in the order they were appended, skipping torn lines.
+        """Yield stored runs in the order they were appended.
 
-        A line that is not valid JSON is a torn write (only the last line can be torn in normal
-        use, but a later append fences it off so it ends up in the middle): it is skipped. A
-        line that is valid JSON but not a run result is corruption and raises InputError.
+        The policy every reader of run files shares (``read_results`` too): a torn last line
+        (a crash mid-write) is skipped with a warning; any other line that is not a run result
+        raises InputError naming the line.
         """
         if not self.path.exists():
             return
-        with self.path.open("r", encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                except RecursionError as exc:  # valid-looking but hostile: not a torn write
-                    raise InputError(f"{self.path}:{number}: JSON nested too deeply") from exc
-                try:
-                    yield from_dict(RunResult, data)
-                except InputError as exc:
-                    raise InputError(f"{self.path}:{number}: not a run result: {exc}") from exc
+        for number, data in iter_appended(self.path):
+            try:
+                yield from_dict(RunResult, data)
+            except InputError as exc:
+                raise InputError(f"{self.path}:{number}: not a run result: {exc}") from exc
 
     def list(self) -> list[RunResult]:
         """All stored runs, oldest first."""

@@ -1,4 +1,10 @@
-"""Reading JSONL files line by line with errors that name the file and line."""
+"""Reading JSONL files line by line with errors that name the file and line.
+
+Append-only files (a batch's results, a :class:`~corrective_rag.runs.history.HistoryStore`) share
+one corruption policy, :func:`iter_appended`: their writers end every line with a newline, so
+whatever follows the last newline is a write cut short by a crash (a torn last line) and is
+skipped with a warning; any other line that does not decode is damage, an error naming the line.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import InputError
+from corrective_rag.logs import get_logger
 
-__all__ = ["decode_line", "iter_jsonl"]
+__all__ = ["decode_line", "iter_appended", "iter_jsonl", "torn_tail"]
+
+log = get_logger(__name__)
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -53,3 +62,29 @@ def decode_line(raw: bytes, where: str) -> Any:
         raise InputError(f"{where}: not valid JSON ({exc.msg})") from exc
     except RecursionError as exc:
         raise InputError(f"{where}: JSON nested too deeply") from exc
+
+
+def torn_tail(data: bytes) -> bytes:
+    """What follows the last newline of an append-only file's bytes: a torn line, or ``b""``."""
+    return data[data.rfind(b"\n") + 1 :]
+
+
+def iter_appended(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, decoded value)`` for every whole line of an append-only JSONL file.
+
+    A torn last line (no newline after it) is skipped with a ``jsonl_torn_line_skipped``
+    warning; a blank line is skipped.
+
+    Raises:
+        InputError: the file is missing, or a whole line is not UTF-8 JSON (names the line).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"file not found: {p}")
+    data = p.read_bytes()
+    lines = data.split(b"\n")
+    if lines.pop().strip():  # whatever follows the last newline: b"" when the file ends cleanly
+        log.warning("jsonl_torn_line_skipped", path=str(p), line=len(lines) + 1)
+    for lineno, raw in enumerate(lines, start=1):
+        if raw.strip():
+            yield lineno, decode_line(raw, f"{p}: line {lineno}")

@@ -28,7 +28,7 @@ from corrective_rag.runs.attempt import Runners, RunOne, attempt
 from corrective_rag.runs.queries import Query
 from corrective_rag.runs.results import error_line
 
-__all__ = ["RayEngine", "RecordLine"]
+__all__ = ["RayEngine", "RecordLine", "start_local_ray"]
 
 log = get_logger(__name__)
 
@@ -57,6 +57,40 @@ def _import_ray() -> Any:
     return ray
 
 
+def start_local_ray(
+    ray: Any, *, runtime_env: Mapping[str, Any] | None = None, num_cpus: int | None = None
+) -> None:
+    """Start a local Ray instance whose node listens on 127.0.0.1 only, no dashboard.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough: Ray turns a loopback address
+    into the machine's external one (``resolve_ip_for_localhost``), so the node's servers and
+    every worker's traffic would use the external interface. Ray's own switch for a single-machine
+    node (``ray_constants.ENABLE_RAY_CLUSTER``, read when the node address is chosen) is turned
+    off for this call only, and restored, so that a later ``ray.init`` joining a real cluster is
+    unaffected.
+    """
+    ray_constants: Any = None
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - a Ray without the switch: the address still asks
+        pass
+    saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    if ray_constants is not None and saved is not None:
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            configure_logging=False,  # libraries never configure logging
+            log_to_driver=False,
+            runtime_env=dict(runtime_env) if runtime_env else None,
+            _node_ip_address="127.0.0.1",
+        )
+    finally:
+        if ray_constants is not None and saved is not None:
+            ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
 class RayEngine:
     """Runs questions on Ray actors; pass it to ``run_batch(..., engine=RayEngine())``.
 
@@ -66,7 +100,8 @@ class RayEngine:
     Args:
         address: a cluster's address (``"ray://head:10001"``, ``"head:6379"`` or ``"auto"``);
             ``None`` connects to the cluster this process already joined, or starts a local
-            one (stopped again when the batch ends).
+            one listening on 127.0.0.1 only (stopped again when the batch ends; see
+            :func:`start_local_ray`).
         num_cpus: CPUs each actor reserves. ``None`` reserves none (Ray's default for actors):
             right for LLM-bound questions, which wait on the network; give ``1`` when workers
             judge locally and are CPU-bound, so Ray spreads them over the cluster's cores.
@@ -113,7 +148,9 @@ class RayEngine:
             return
         ray = _import_ray()
         started_here = not ray.is_initialized()
-        if started_here:
+        if started_here and self.address is None:
+            start_local_ray(ray, runtime_env=self.runtime_env)
+        elif started_here:
             ray.init(
                 address=self.address,
                 include_dashboard=False,

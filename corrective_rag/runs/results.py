@@ -26,7 +26,7 @@ from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_number
 from corrective_rag.logs import get_logger
 from corrective_rag.runs.codec import from_dict, to_dict
-from corrective_rag.runs.jsonl import decode_line
+from corrective_rag.runs.jsonl import iter_appended
 from corrective_rag.types import RunResult
 
 __all__ = [
@@ -154,11 +154,14 @@ def _check_torn(path: Path, first: bytes, tail: bytes) -> None:
     """
     try:
         json.loads(tail)
-        whole = True  # whole JSON with no newline: not a line our writer tore
+        whole = True
     except ValueError:
         whole = False
     start = b'{"id": '  # how every line the batch writer writes begins
-    torn = tail[: len(start)] == start[: len(tail)] and not whole
+    # Whole JSON lacking its newline is ours only when it is a results line (a write cut just
+    # before the newline; readers skip it, resume runs its query again), else someone else's.
+    ours = tail[: len(start)] == start[: len(tail)]
+    torn = ours and (not whole or _is_results_line(tail))
     if not torn or (first and not _is_results_line(first)):
         raise InputError(
             f"{path} is not a results file (its last line is not an unfinished results line): "
@@ -196,8 +199,9 @@ def _decode(obj: Any, lineno: int, where: str) -> ResultRecord:
 def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
     """Read every line of a results file, in file order.
 
-    A torn last line (a write cut short by a crash) is ignored with a warning; any other
-    malformed line is an error.
+    The policy of :func:`corrective_rag.runs.jsonl.iter_appended`, shared with
+    :class:`~corrective_rag.runs.history.HistoryStore`: a torn last line (a write cut short by
+    a crash) is skipped with a warning; any other malformed line is an error naming it.
 
     Raises:
         InputError: when the file is missing or a complete line is not a valid record.
@@ -205,18 +209,7 @@ def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"results file not found: {p}")
-    data = p.read_bytes()
-    lines = data.split(b"\n")
-    torn = lines.pop()  # whatever follows the last newline: b"" when the file ends cleanly
-    if torn.strip():
-        log.warning("results_torn_line_ignored", path=str(p), line=len(lines) + 1)
-    records = []
-    for lineno, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        obj = decode_line(raw, f"{p}: line {lineno}")
-        records.append(_decode(obj, lineno, str(p)))
-    return records
+    return [_decode(obj, lineno, str(p)) for lineno, obj in iter_appended(p)]
 
 
 def latest_records(records: list[ResultRecord]) -> list[ResultRecord]:

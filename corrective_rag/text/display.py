@@ -2,9 +2,11 @@ r"""Text shown on a terminal: control characters escaped, widths measured in ter
 
 Documents, questions and model output are untrusted text. Printed raw, an ANSI or OSC escape
 sequence in them can clear the screen, retitle the window or hide lines, and a right-to-left
-override can make a line read differently from what it holds. :func:`printable` is the one place
-that escapes them: every control character (C0, DEL, C1) and every bidirectional control becomes
-a visible ``\xNN`` / ``\uNNNN`` escape, a backslash stays as it is. Applying it twice changes
+override can make a line read differently from what it holds, and an invisible format character
+(a soft hyphen, a zero-width space) hides what a word really is. :func:`printable` is the one
+place that escapes them: every control character (C0, DEL, C1), every bidirectional control and
+every other format character (Unicode Cf) becomes a visible ``\xNN`` / ``\uNNNN`` escape, a
+backslash stays as it is. Applying it twice changes
 nothing more, so a table escaped cell by cell can safely be escaped again as a whole. JSON
 outputs never go through it: they keep the exact text.
 
@@ -31,7 +33,11 @@ def _escape(ch: str) -> str:
 
 def _unsafe(ch: str) -> bool:
     code = ord(ch)
-    return code < 0x20 or 0x7F <= code < 0xA0 or ch in _BIDI or 0xD800 <= code < 0xE000
+    if code < 0x20 or 0x7F <= code < 0xA0 or ch in _BIDI or 0xD800 <= code < 0xE000:
+        return True
+    # Format characters (soft hyphen, zero-width space and joiners, word joiner, tags) render as
+    # nothing, so text that hides words from a reader ("Ign\u00adore") is shown as it is.
+    return code >= 0xA0 and unicodedata.category(ch) == "Cf"
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:

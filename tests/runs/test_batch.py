@@ -236,7 +236,9 @@ def test_a_corrupt_complete_line_is_reported_not_overwritten(tmp_path):
 GATE = 40
 CHILD = textwrap.dedent(
     f"""
-    import sys, threading
+    import signal, sys, threading
+    # Set explicitly: a suite started from a background job hands its children an ignored SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from corrective_rag.runs.batch import run_batch
     from runs_helpers import slow_run
     lock, started = threading.Lock(), [0]

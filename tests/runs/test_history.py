@@ -148,3 +148,42 @@ def test_diff_runs_shows_changed_verdicts() -> None:
     diff = diff_runs(a, b)
     assert "~ verdict t0: low 0.20/0.90 -> high 0.90/0.90" in diff
     assert "+ kept t0" in diff
+
+
+def test_history_readers_share_one_corruption_policy(tmp_path: Path) -> None:
+    """HistoryStore and read_results agree on one file: a torn last line is skipped with a
+    warning, a damaged line before it is an error naming that line."""
+    from structlog.testing import capture_logs
+
+    from corrective_rag.runs.results import read_results
+
+    path = tmp_path / "runs.jsonl"
+    first, second = run({"t0": 0.9}), run({"t1": 0.9})
+    whole = (result_to_json(first) + "\n").encode()
+    path.write_bytes(whole + whole[:40])
+    with capture_logs() as logs:
+        assert [first] == HistoryStore(path).list()
+        assert [first.run_id] == [r.id for r in read_results(path)]
+    assert 2 == sum(e["event"] == "jsonl_torn_line_skipped" for e in logs)
+    path.write_bytes(whole + whole[:40] + b"\n" + (result_to_json(second) + "\n").encode())
+    with pytest.raises(InputError, match="line 2"):
+        HistoryStore(path).list()
+    with pytest.raises(InputError, match="line 2"):
+        read_results(path)
+
+
+def test_an_append_after_a_torn_line_cuts_it_off(tmp_path: Path) -> None:
+    """Appending after a crash mid-write cuts the torn line, so it never sits inside the file
+    (where the shared policy would call it damage); a whole line lacking its newline stays."""
+    path = tmp_path / "runs.jsonl"
+    store = HistoryStore(path)
+    first, second, third = run({"t0": 0.9}), run({"t1": 0.9}), run({"t2": 0.9})
+    store.append(first)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(result_to_json(second)[:50])
+    store.append(second)
+    assert [first, second] == store.list()
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(result_to_json(third))  # whole, no newline
+    store.append(first)
+    assert [first, second, third, first] == store.list()

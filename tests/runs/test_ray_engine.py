@@ -18,7 +18,7 @@ from corrective_rag.testing.server import ScriptedLLMServer, default_reply
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'corrective_rag[ray]'")
 
-from corrective_rag.runs.ray_engine import RayEngine  # noqa: E402
+from corrective_rag.runs.ray_engine import RayEngine, start_local_ray  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]
@@ -42,17 +42,18 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray instance with two CPUs, shared by this module's tests."""
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-        runtime_env=ENV,
-    )
+    start_local_ray(ray, num_cpus=2, runtime_env=ENV)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
         ray.shutdown()
+
+
+def test_local_ray_listens_on_loopback_only(cluster):
+    """The local node (the tests' cluster, and RayEngine's own) is 127.0.0.1, not the machine's
+    external address, so no batch traffic leaves loopback."""
+    assert ["127.0.0.1"] == [node["NodeManagerAddress"] for node in ray.nodes()]
+    assert cluster.startswith("127.0.0.1:")
 
 
 def _queries(texts=QUESTIONS) -> list[Query]:
@@ -123,7 +124,9 @@ def test_a_question_that_always_kills_its_worker_gets_an_error_line(cluster, tmp
 
 DRIVER = textwrap.dedent(
     """
-    import json, sys
+    import json, signal, sys
+    # Set explicitly: a suite started from a background job hands its children an ignored SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from runs_helpers import ScriptedFactory
     from corrective_rag.runs.batch import run_batch
     from corrective_rag.runs.queries import Query
@@ -211,12 +214,15 @@ def test_an_engine_needs_a_factory_and_checks_its_arguments(tmp_path):
             RayEngine(**bad)
 
 
-def test_cli_batch_on_ray_refuses_a_locked_store_folder(tmp_path, capsys):
-    """`batch --ray` with a --store folder is a one-line usage error: workers cannot share it."""
+def test_cli_batch_on_ray_refuses_a_store_folder_for_the_right_reason(tmp_path, capsys):
+    """`batch --ray` with a --store folder is a one-line usage error naming the real reason (other
+    nodes cannot open a folder on this disk), not a lock readers never take."""
     from corrective_rag.cli.main import main
 
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"id": "a", "query": "x"}\n')
     args = ["batch", str(queries), "--out", str(tmp_path / "r.jsonl"), "--store", str(tmp_path)]
     assert 2 == main([*args, "--ray"])
-    assert "--ray needs a store server" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--ray needs a store server" in err
+    assert "locked" not in err
