@@ -130,6 +130,12 @@ def _fallback_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read the top result pages, not only snippets (needs corrective_rag[web])",
     )
+    g.add_argument(
+        "--fetch-private",
+        action="store_true",
+        help="with --fetch-pages, also read pages on loopback, private and link-local addresses "
+        "(an intranet search); refused by default",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,11 +251,14 @@ def _history_parser(sub: Any) -> None:
     p.set_defaults(handler="cmd_history_plot")
 
 
+SECRET_VARIABLES = ("OPENAI_API_KEY", "TAVILY_API_KEY", "BRAVE_API_KEY", "QDRANT_API_KEY")
+
+
 def secrets() -> tuple[str, ...]:
-    """What the CLI hides from everything it prints, logs and writes: the API key."""
+    """What the CLI hides from everything it prints, logs, writes and searches: every API key."""
     from corrective_rag.text.secrets import secrets_of
 
-    return secrets_of([os.environ.get("OPENAI_API_KEY")])
+    return secrets_of([os.environ.get(name) for name in SECRET_VARIABLES])
 
 
 class _RedactingFilter(logging.Filter):
