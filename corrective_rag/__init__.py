@@ -9,6 +9,7 @@ its subpackage: ``corrective_rag.store`` (fusion), ``corrective_rag.evaluate`` (
 ``corrective_rag.types`` and ``corrective_rag.errors`` (values and the exception tree).
 """
 
+from corrective_rag._version import __version__
 from corrective_rag.errors import CorrectiveRAGError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
@@ -22,8 +23,6 @@ from corrective_rag.runs.batch import run_batch
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.loaders import load_documents
 from corrective_rag.types import Document, RunResult
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Budget",

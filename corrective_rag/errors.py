@@ -15,6 +15,7 @@ can catch everything of ours with one ``except`` and still tell the kinds apart:
     │   │   └── LLMTimeoutError        connect or read timeout
     │   └── LLMResponseError       the server answered with an error status or an unusable body
     ├── SearchError            a web-search API or page fetch failed (status and body kept)
+    │   └── SearchSkippedError     not sent: the provider asked to wait and the wait is not over
     ├── VerdictParseError      a model's reply could not be read as a verdict (keeps the raw text)
     └── Cancelled              the caller cancelled (Ctrl-C) while a call was in flight
 
@@ -34,6 +35,7 @@ __all__ = [
     "LLMTimeoutError",
     "LLMTransportError",
     "SearchError",
+    "SearchSkippedError",
     "StoreConsistencyError",
     "StoreError",
     "StoreLockedError",
@@ -127,6 +129,18 @@ class SearchError(CorrectiveRAGError):
         self.status = status
         self.body = shorten(body)
         super().__init__(_with_status(message, status, self.body))
+
+
+class SearchSkippedError(SearchError):
+    """A search not sent: its provider asked to wait (``Retry-After``) and that time is not over.
+
+    Attributes:
+        retry_after: seconds left of the wait the provider asked for.
+    """
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
 
 
 class VerdictParseError(CorrectiveRAGError):

@@ -374,7 +374,9 @@ class FallbackMode(str, enum.Enum):
 
     SUPPLEMENTED = "supplemented"
     REPLACED = "replaced"
-    FAILED = "failed"  # the fallback raised SearchError: the local results stand
+    FAILED = "failed"  # the fallback raised an error: the local results stand
+    SKIPPED = "skipped"  # not asked: its provider asked to wait (Retry-After); local results stand
+    EMPTY = "empty"  # asked, returned nothing: the local results stand
 
 
 class StopReason(str, enum.Enum):

@@ -70,16 +70,21 @@ _KEY_VARIABLES = {"tavily": "TAVILY_API_KEY", "brave": "BRAVE_API_KEY"}
 
 def _fallback_options(args: argparse.Namespace) -> dict[str, Any]:
     """The fallback flags checked together; web-search keys come from the environment only."""
+    from corrective_rag.cli.environment import secrets
+
     name = getattr(args, "fallback", None)
     url = getattr(args, "fallback_url", None)
     store = getattr(args, "fallback_store", None)
     fetch = bool(getattr(args, "fetch_pages", False))
+    private = bool(getattr(args, "fetch_private", False))
     if name and store:
         raise ConfigError("give either --fallback or --fallback-store, not both")
     if url and not name:
         raise ConfigError("--fallback-url needs --fallback searxng|tavily|brave")
     if fetch and not name:
         raise ConfigError("--fetch-pages needs a web --fallback")
+    if private and not fetch:
+        raise ConfigError("--fetch-private needs --fetch-pages")
     if name == "searxng" and not url:
         raise ConfigError("--fallback searxng needs --fallback-url URL (your SearxNG instance)")
     key = None
@@ -93,6 +98,8 @@ def _fallback_options(args: argparse.Namespace) -> dict[str, Any]:
         "fallback_store": store,
         "fallback_key": key,
         "fetch_pages": fetch,
+        "fetch_private": private,
+        "web_secrets": secrets() if name else (),
     }
 
 

@@ -179,6 +179,12 @@ def _fallback_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read the top result pages, not only snippets (needs corrective_rag[web])",
     )
+    g.add_argument(
+        "--fetch-private",
+        action="store_true",
+        help="with --fetch-pages, also read pages on loopback, private and link-local addresses "
+        "(an intranet search); refused by default",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

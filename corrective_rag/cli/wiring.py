@@ -50,6 +50,8 @@ class Options:
     fallback_store: str | None = None
     fallback_key: str | None = field(default=None, repr=False)  # never shown
     fetch_pages: bool = False
+    fetch_private: bool = False  # --fetch-private: pages on internal addresses too
+    web_secrets: tuple[str, ...] = field(default=(), repr=False)  # every key: never searched
     timeout: float | None = None  # seconds per LLM call, retries included; None: the default
     max_retries: int | None = None
     qdrant: str | None = None
@@ -207,9 +209,12 @@ def _fallback(opts: Options, store: Any, stack: contextlib.ExitStack) -> Any:
         return stack.enter_context(HybridStore.open(path, embedder=store.embedder))
     if opts.fallback is None:
         return None
-    from corrective_rag.web import BraveRetriever, SearxngRetriever, TavilyRetriever
+    from corrective_rag.web import BraveRetriever, PageFetcher, SearxngRetriever, TavilyRetriever
 
-    web: dict[str, Any] = {"fetch_pages": opts.fetch_pages}
+    # Every key the CLI knows: none is ever sent in a search or kept from a result.
+    web: dict[str, Any] = {"fetch_pages": opts.fetch_pages, "secrets": opts.web_secrets}
+    if opts.fetch_pages:
+        web["fetcher"] = PageFetcher(allow_private=opts.fetch_private)
     if opts.fallback == "searxng":
         return SearxngRetriever(opts.fallback_url or "", **web)
     if opts.fallback_url:

@@ -16,7 +16,15 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from corrective_rag.errors import ConfigError, InputError, LLMError, SearchError, VerdictParseError
+from corrective_rag.errors import (
+    Cancelled,
+    ConfigError,
+    InputError,
+    LLMError,
+    SearchError,
+    SearchSkippedError,
+    VerdictParseError,
+)
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
 from corrective_rag.llm.scope import call_scope
@@ -271,13 +279,24 @@ class CorrectiveRAGOrchestrator:
             replaced = action is CragAction.INCORRECT
             try:
                 extra = self._step(st, self.fallback, searched)
-            except SearchError as exc:
-                # A web search that failed (after its own retries) costs this iteration its
-                # fallback, not the run: the local results stand, and the record says so.
-                st.log.warning("fallback_failed", iteration=index, error=str(exc))
+            except Cancelled:
+                raise  # Ctrl-C ends the run, as it does during an LLM call
+            except SearchSkippedError as exc:
+                st.log.info("fallback_skipped", iteration=index, reason=str(exc))
+                mode = FallbackMode.SKIPPED
+            except Exception as exc:
+                # A fallback that failed, however (a web search past its retries, an answer of
+                # an unexpected kind), costs this iteration its fallback, not the run: the
+                # local results stand, and the record says so.
+                error = str(exc) if isinstance(exc, SearchError) else f"{type(exc).__name__}: {exc}"
+                st.log.warning("fallback_failed", iteration=index, error=error)
                 mode = FallbackMode.FAILED
             else:
-                mode = FallbackMode.REPLACED if replaced else FallbackMode.SUPPLEMENTED
+                if not extra.hits:
+                    mode = FallbackMode.EMPTY  # nothing to replace the local results with
+                    replaced = False
+                else:
+                    mode = FallbackMode.REPLACED if replaced else FallbackMode.SUPPLEMENTED
                 if replaced:
                     # CRAG's "incorrect": the local results are discarded, whatever the filter said
                     local.dropped.extend(local.kept)
@@ -353,7 +372,9 @@ class CorrectiveRAGOrchestrator:
     def _step(self, st: Run, retriever: Retriever, queries: Sequence[str]) -> Step:
         """Search one source, skip what was judged, judge up to top_k new documents, filter."""
         k = min(st.top_k + len(st.judged), self.candidate_limit)
-        hits = search_queries(retriever, queries, top_k=k, where=st.where)
+        # The run's filter is the local store's: a fallback (a web search) has its own, or none.
+        where = st.where if retriever is self.retriever else None
+        hits = search_queries(retriever, queries, top_k=k, where=where)
         cap = st.top_k
         left = st.document_cap(self._docs_per_call)
         cap = cap if left is None else min(cap, left)

@@ -86,7 +86,7 @@ class BraveRetriever(WebSearchRetriever):
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
         if not isinstance(extra_snippets, bool):
             raise ConfigError(f"extra_snippets must be a bool, got {extra_snippets!r}")
-        super().__init__(secrets=(self._api_key,), **options)
+        super().__init__(secrets=(self._api_key, *options.pop("secrets", ())), **options)
         self.params: dict[str, Any] = {}
         for name, value in (
             ("country", country),

@@ -4,7 +4,12 @@ The same discipline as the chat client (:mod:`corrective_rag.llm.client`), reusi
 :class:`~corrective_rag.llm.settings.Timeouts` and :class:`~corrective_rag.llm.settings.Retries`:
 
 - every request has a connect and a read timeout, and one search (all its tries and waits
-  together) has a total ``deadline``;
+  together, each body read included) has a total ``deadline``, cut short by the enclosing call
+  scope (the run's ``Budget.max_seconds``) and cancelled with it (Ctrl-C);
+- redirects are never followed: a key would travel with them (requests drops ``Authorization``
+  on a cross-host redirect, not ``X-Subscription-Token``);
+- a server that asked to wait longer than was waited (``429 Retry-After: 3600``) is not asked
+  again before that time: :class:`~corrective_rag.errors.SearchSkippedError`;
 - HTTP 429 and 5xx, timeouts and connection errors are retried with exponential back-off and
   jitter, honouring ``Retry-After`` (or, where a server sends none, the ``X-RateLimit-Reset`` of
   its exhausted window, as Brave does); a wait that would pass the deadline is not waited for;
@@ -21,15 +26,17 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
-from corrective_rag import __version__
-from corrective_rag.errors import ConfigError, SearchError
+from corrective_rag._version import __version__
+from corrective_rag.errors import ConfigError, SearchError, SearchSkippedError
 from corrective_rag.inputs import check_int
+from corrective_rag.llm import scope
 from corrective_rag.llm.settings import Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.logs import get_logger
+from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 
 __all__ = [
     "USER_AGENT",
@@ -163,9 +170,9 @@ class JsonCaller:
         settings: timeouts, retries, deadline and size cap.
         secrets: strings to replace by ``***`` wherever they might show (API keys).
         session: a ``requests.Session`` (adapters, proxies); one is made lazily if None.
-        sleep: called with seconds to wait between tries (tests pass a recorder).
+        sleep: called with seconds to wait between tries (tests pass a recorder); by default a
+            wait that a cancelled call scope ends at once.
         rng: source of jitter.
-        clock: monotonic seconds, for the deadline.
     """
 
     def __init__(
@@ -177,16 +184,15 @@ class JsonCaller:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.settings = settings
-        self._secrets = tuple(s for s in secrets if s)
+        self._secrets = tuple(sorted((s for s in secrets if s), key=len, reverse=True))
         self._session = session
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._clock = clock
         self._lock = threading.Lock()
+        self._quiet_until = 0.0  # time.monotonic() before which the server asked not to be asked
 
     def __repr__(self) -> str:
         return f"JsonCaller(name={self.name!r}, secrets={'***' if self._secrets else None})"
@@ -209,12 +215,22 @@ class JsonCaller:
         """The decoded JSON body of a 200 answer to ``method url``.
 
         Raises:
-            SearchError: an error status (after retries where retryable), a body that is not
-                JSON, or no usable exchange before the deadline.
+            SearchError: an error status (after retries where retryable), a redirect, a body that
+                is not JSON, or no usable exchange before the deadline.
+            SearchSkippedError: the server asked to wait and that time has not passed; nothing
+                is sent.
+            Cancelled: the enclosing call scope was cancelled.
         """
         settings = self.settings
-        deadline = self._clock() + settings.deadline
         where = shown_url(url)
+        with self._lock:
+            quiet = self._quiet_until - time.monotonic()
+        if quiet > 0:
+            raise SearchSkippedError(
+                f"{self.name}: {where} asked not to be asked before {quiet:.0f} s from now",
+                retry_after=quiet,
+            )
+        deadline, run_deadline = end_of(settings.deadline)
         request = {
             "method": method,
             "url": url,
@@ -224,13 +240,17 @@ class JsonCaller:
         }
         attempt = 0
         while True:
-            left = deadline - self._clock()
+            left = deadline - time.monotonic()
             if left <= 0:
-                raise SearchError(f"{self.name}: no answer from {where} within the deadline")
+                raise self._late(where, run_deadline)
             try:
-                return self._once(request, where, left)
+                return self._once(request, where, deadline)
+            except TransferTimeout:
+                raise self._late(where, run_deadline) from None
             except _Retry as retry:
                 wait = retry.wait
+                if wait is not None:
+                    self._stay_quiet(wait)
                 if wait is None:
                     wait = settings.retries.delay(attempt, self._rng.random())
                 elif wait > settings.retries.retry_after_max:
@@ -241,7 +261,7 @@ class JsonCaller:
                     ) from None
                 if attempt >= settings.retries.max_retries:
                     raise retry.error from None
-                if self._clock() + wait >= deadline:
+                if time.monotonic() + wait >= deadline:
                     raise SearchError(
                         f"{retry.error} (a retry in {wait:.1f} s would pass the "
                         f"{settings.deadline:g} s deadline)",
@@ -256,7 +276,36 @@ class JsonCaller:
                     error=str(retry.error),
                 )
                 attempt += 1
-                self._sleep(wait)
+                self._pause(wait)
+
+    def _late(self, where: str, run_deadline: bool) -> SearchError:
+        if run_deadline:
+            return SearchError(
+                f"{self.name}: no answer from {where} before the run's deadline "
+                "(Budget.max_seconds) passed"
+            )
+        return SearchError(
+            f"{self.name}: no complete answer from {where} within the "
+            f"{self.settings.deadline:g} s deadline"
+        )
+
+    def _stay_quiet(self, wait: float) -> None:
+        """Remember that the server asked not to be asked for ``wait`` seconds."""
+        with self._lock:
+            self._quiet_until = max(self._quiet_until, time.monotonic() + wait)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait between tries; a cancelled call scope ends the wait at once."""
+        if self._sleep is not time.sleep:
+            self._sleep(seconds)  # an injected sleep (tests) is called as given
+        else:
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                scope.raise_if_cancelled()
+                time.sleep(min(0.05, left))
+        scope.raise_if_cancelled()
+        with self._lock:  # the wait asked for is over: the server may be asked again
+            self._quiet_until = min(self._quiet_until, time.monotonic())
 
     def _session_or_new(self) -> requests.Session:
         with self._lock:
@@ -264,18 +313,28 @@ class JsonCaller:
                 self._session = requests.Session()
             return self._session
 
-    def _once(self, request: dict[str, Any], where: str, left: float) -> Any:
+    def _once(self, request: dict[str, Any], where: str, end: float) -> Any:
         timeouts = self.settings.timeouts
-        try:
-            response = self._session_or_new().request(
+        session = self._session_or_new()
+
+        def exchange(transfer: Transfer[tuple[requests.Response, bytes]]) -> Any:
+            left = max(0.001, end - time.monotonic())
+            response = session.request(
                 **request,
                 timeout=(min(timeouts.connect, left), min(timeouts.read, left)),
                 stream=True,
+                allow_redirects=False,  # a key must never travel to where a redirect points
             )
+            transfer.attach(response)
             try:
-                body = read_capped(response, self.settings.max_response_bytes, self.name)
+                if response.is_redirect:
+                    return response, b""
+                return response, read_capped(response, self.settings.max_response_bytes, self.name)
             finally:
                 response.close()
+
+        try:
+            response, body = bounded(exchange, end, f"{self.name}: {where}")
         except requests.Timeout as exc:
             raise _Retry(SearchError(self._describe(where, "timed out", exc))) from None
         except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
@@ -283,6 +342,16 @@ class JsonCaller:
         except requests.RequestException as exc:
             raise SearchError(self._describe(where, "request failed", exc)) from None
         status = response.status_code
+        if response.is_redirect:
+            target = shown_url(urljoin(response.url, response.headers.get("Location", "")))
+            raise SearchError(
+                self.redact(
+                    f"{self.name}: {where} answered a redirect to {target}, not followed (API "
+                    "calls never follow redirects: the key would travel with them); set the "
+                    "base URL to where the API answers"
+                ),
+                status=status,
+            )
         text = self.redact(body.decode("utf-8", "replace"))
         if status != 200:
             error = SearchError(f"{self.name}: {where} answered an error", status=status, body=text)

@@ -1,6 +1,8 @@
 """Search results as values, and the pure steps from results to hits.
 
-A provider's JSON becomes a list of :class:`WebResult`; :func:`dedupe_by_url` drops repeats (the
+A provider's JSON becomes a list of :class:`WebResult` whose text is :func:`clean` (no NUL,
+control or invisible format characters: text from the web is untrusted);
+:func:`dedupe_by_url` drops repeats (the
 same page under ``http``/``https``, with a ``#fragment``, a trailing slash or an upper-case host);
 :func:`result_document` turns a result into a :class:`~corrective_rag.types.Document` whose id
 is its URL and whose metadata says ``source: "web"``; :func:`ranked_hits` filters and ranks.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +25,7 @@ from corrective_rag.types import MAX_ID_LENGTH, Document, Hit
 __all__ = [
     "WebResult",
     "canonical_url",
+    "clean",
     "dedupe_by_url",
     "document_id",
     "matches",
@@ -31,6 +35,7 @@ __all__ = [
 ]
 
 _HIGHLIGHT = re.compile(r"</?(?:strong|b|em|i|mark|span)(?:\s[^<>]*)?>", re.IGNORECASE)
+_KEEP = frozenset("\n\t")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +48,35 @@ class WebResult:
     provider: str
 
 
+def clean(text: str) -> str:
+    """``text`` without NUL, control (C0, C1) or invisible format characters, nor lone surrogates.
+
+    Line breaks and tabs stay (CR LF and a lone CR become LF). Format characters (soft
+    hyphen, zero-width spaces and joiners, bidirectional overrides, BOM) are invisible on screen
+    and split words for a judge or a filter; a web page has no business sending them.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(
+        ch for ch in text if ch in _KEEP or unicodedata.category(ch) not in ("Cc", "Cf", "Cs")
+    )
+
+
 def plain(text: object) -> str:
-    """A snippet as plain text: highlight tags (Brave's ``<strong>``) gone, entities decoded."""
+    """A snippet as clean plain text: highlight tags gone, entities decoded, spaces collapsed."""
     if not isinstance(text, str):
         return ""
-    return " ".join(html.unescape(_HIGHLIGHT.sub("", text)).split())
+    return " ".join(clean(html.unescape(_HIGHLIGHT.sub("", text))).split())
+
+
+def usable_url(url: str) -> bool:
+    """Whether ``url`` is http(s) with a host and holds no space, control or format character."""
+    if any(ord(ch) <= 32 or unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unbalanced IPv6 bracket, a bad port
+        return False
 
 
 def canonical_url(url: str) -> str:
@@ -67,13 +96,12 @@ def canonical_url(url: str) -> str:
 def dedupe_by_url(results: Iterable[WebResult]) -> list[WebResult]:
     """``results`` without later repeats of a page (see :func:`canonical_url`), order kept.
 
-    Results whose URL is not http(s) with a host are dropped: they cannot be fetched or cited.
+    Results whose URL is not :func:`usable_url` are dropped: they cannot be fetched or cited.
     """
     seen: set[str] = set()
     out = []
     for result in results:
-        parts = urlsplit(result.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not usable_url(result.url):
             continue
         key = canonical_url(result.url)
         if key not in seen:

@@ -77,7 +77,8 @@ class SearxngRetriever(WebSearchRetriever):
         if language is not None and (not isinstance(language, str) or not language):
             raise ConfigError(f"language must be a non-empty string, got {language!r}")
         password = urlsplit(self.base_url).password
-        super().__init__(secrets=(password,) if password else (), **options)
+        extra = tuple(options.pop("secrets", ()))
+        super().__init__(secrets=((password,) if password else ()) + extra, **options)
         self.params: dict[str, Any] = {"format": "json", "pageno": 1}
         if categories:
             self.params["categories"] = ",".join(categories)

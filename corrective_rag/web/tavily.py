@@ -80,7 +80,7 @@ class TavilyRetriever(WebSearchRetriever):
         ):
             if isinstance(value, str) or not all(isinstance(d, str) and d for d in value):
                 raise ConfigError(f"{name} must be a sequence of domain names, got {value!r}")
-        super().__init__(secrets=(self._api_key,), **options)
+        super().__init__(secrets=(self._api_key, *options.pop("secrets", ())), **options)
         self.body: dict[str, Any] = {
             "search_depth": search_depth,
             "topic": topic,

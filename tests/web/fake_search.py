@@ -4,7 +4,8 @@ One server speaks all three APIs (SearxNG ``GET /search?format=json``, Tavily ``
 Brave ``GET /res/v1/web/search``) over the same scripted results, serves HTML pages under
 ``/pages/``, and replays queued faults (an error status with the provider's error body and
 headers) before answering normally. It records every request and the most page requests it
-ever had in flight at once.
+ever had in flight at once. A page may answer with a redirect (:meth:`FakeSearchServer.redirect`),
+and any path may drip its body one byte at a time (``server.drip``) until the server stops.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class FakeSearchServer:
         self.page_waiting = threading.Semaphore(0)  # released once per page request arriving
         self.in_flight = 0
         self.max_in_flight = 0
+        self.redirects: dict[str, str] = {}  # page path -> Location
+        self.drip: set[str] = set()  # paths answered one byte per drip_interval, never finished
+        self.drip_interval = 0.5  # below every read timeout: only a total deadline ends it
+        self.dripping = threading.Semaphore(0)  # released once per dripping answer started
+        self.stopped = threading.Event()  # set on exit: dripping answers end
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -78,11 +84,18 @@ class FakeSearchServer:
         self.pages[f"/pages/{name}"] = (content_type, data)
         return f"{self.base_url}/pages/{name}"
 
+    def redirect(self, name: str, location: str, status: int = 302) -> str:
+        """Answer ``/pages/name`` with ``status`` and ``Location: location``; return its URL."""
+        self.redirects[f"/pages/{name}"] = location
+        self.pages[f"/pages/{name}"] = (f"redirect {status}", b"")
+        return f"{self.base_url}/pages/{name}"
+
     def __enter__(self) -> FakeSearchServer:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
         if self.page_gate is not None:
             self.page_gate.set()
         self._server.shutdown()
@@ -191,8 +204,30 @@ class _Handler(BaseHTTPRequestHandler):
             fault = owner.faults.popleft() if owner.faults and api else None
         return owner, fault
 
+    def _drip(self, content_type: str) -> None:
+        """Headers, then one byte per drip_interval until the server stops: never a whole body."""
+        owner: FakeSearchServer = self.server.owner  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", "1000000")
+        self.end_headers()
+        self.wfile.flush()
+        owner.dripping.release()
+        try:
+            while not owner.stopped.wait(owner.drip_interval):  # the server's pace, not a test's
+                self.wfile.write(b" ")
+                self.wfile.flush()
+        except OSError:
+            pass  # the client hung up: what a deadline is for
+        self.close_connection = True
+
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
+        owner_: FakeSearchServer = self.server.owner  # type: ignore[attr-defined]
+        if path in owner_.drip:
+            self._record()
+            self._drip("text/html" if path.startswith("/pages/") else "application/json")
+            return
         if path.startswith("/pages/"):
             self._page(path)
             return
@@ -228,6 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         owner, fault = self._record(body)
+        if urlsplit(self.path).path in owner.drip:
+            self._drip("application/json")
+            return
         if fault is not None:
             self._send(fault)
             return
@@ -250,6 +288,10 @@ class _Handler(BaseHTTPRequestHandler):
                 owner.page_gate.wait()
             if path not in owner.pages:
                 self._send(Reply(404, "<html>missing</html>"), "text/html")
+                return
+            if path in owner.redirects:
+                status = int(owner.pages[path][0].split()[1])
+                self._send(Reply(status, "", {"Location": owner.redirects[path]}), "text/html")
                 return
             kind, data = owner.pages[path]
             self.send_response(200)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import structlog
-from fake_search import FakeSearchServer, Reply
+from fake_search import TAVILY_KEY, FakeSearchServer, Reply
 from structlog.testing import capture_logs
 
 from corrective_rag.cli.main import main
@@ -134,6 +134,7 @@ def test_cli_second_local_corpus_and_web_fallback_end_to_end(
         queries.write_text(json.dumps({"id": "moon", "query": QUESTION}) + "\n")
         out = tmp_path / "r.jsonl"
         web = ["--fallback", "searxng", "--fallback-url", server.base_url, "--fetch-pages"]
+        web.append("--fetch-private")  # the pages are on 127.0.0.1
         code = main(
             [
                 "batch",
@@ -199,6 +200,11 @@ def test_cli_a_rejected_key_fails_the_fallback_not_the_run_and_never_shows(
         (["--fallback", "brave"], {}, "BRAVE_API_KEY"),
         (["--fallback-url", "http://x"], {}, "needs --fallback"),
         (["--fetch-pages"], {}, "web --fallback"),
+        (
+            ["--fallback", "searxng", "--fallback-url", "http://x", "--fetch-private"],
+            {},
+            "--fetch-pages",
+        ),
         (["--fallback", "brave", "--fallback-store", "d"], {"BRAVE_API_KEY": "k"}, "not both"),
     ],
 )
@@ -219,3 +225,35 @@ def test_fallback_flags_are_checked_before_any_work(
     err = capsys.readouterr().err
     assert words in err
     structlog.reset_defaults()
+
+
+@pytest.mark.slow
+def test_cli_keys_echoed_by_results_never_leave_the_process(
+    stores: tuple[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Keys echoed in results are not in the table, the -v log, the results file, nor a query."""
+    openai = "sk-env-SECRET-77777777"
+    monkeypatch.setenv("TAVILY_API_KEY", TAVILY_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", openai)
+    main_store, _ = stores
+    echo = f"Ganymede is the largest moon in the Solar System; token {TAVILY_KEY} and {openai}"
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "moon", "query": QUESTION}) + "\n")
+    out = tmp_path / "r.jsonl"
+    capsys.readouterr()
+    with FakeSearchServer([{**WEB[0], "title": "Ganymede", "content": echo}]) as server:
+        web = ["--fallback", "tavily", "--fallback-url", server.base_url, "--max-iterations", "2"]
+        assert 0 == main(["-v", "run", QUESTION, "--store", main_store, *web])
+        code = main(["-v", "batch", str(queries), "--out", str(out), "--store", main_store, *web])
+        assert 0 == code
+        assert 0 == main(["history", "show", str(out), "moon"])
+        sent = [r["body"]["query"] for r in server.requests]
+    captured = capsys.readouterr()
+    everything = [captured.out, captured.err, out.read_text(), *sent]
+    assert [] == [text for text in everything if TAVILY_KEY in text or openai in text]
+    assert "token ***" in captured.out  # the kept web document, shown masked
+    # the local rewriter builds queries from kept text: no piece of a key becomes a search word
+    assert [] == [q for q in sent if "secret" in q.lower()]

@@ -1,5 +1,6 @@
 """Page fetching for web results: main text chunked like files, bounded, polite, and falling back
-to the snippet when a page cannot be used."""
+to the snippet when a page cannot be used. The pages are on 127.0.0.1, so every fetcher here opts
+in with allow_private=True (tests/web/test_web_boundary.py proves the default refuses)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_fetched_pages_replace_snippets_with_main_text_chunked_like_files() -> N
     with FakeSearchServer() as server:
         url = server.page("aspirin", ARTICLE)
         server.results = [{"url": url, "title": "Aspirin", "content": "short snippet"}]
-        fetcher = PageFetcher(chunk_tokens=32, overlap=4)
+        fetcher = PageFetcher(chunk_tokens=32, overlap=4, allow_private=True)
         hits = SearxngRetriever(server.base_url, fetch_pages=True, fetcher=fetcher).retrieve(
             "aspirin", top_k=10
         )
@@ -54,7 +55,10 @@ def test_unusable_pages_fall_back_to_their_snippets() -> None:
             for u, t in ((missing, "Missing"), (pdf, "Paper"), (big, "Big"))
         ]
         retriever = SearxngRetriever(
-            server.base_url, fetch_pages=True, fetch_top=3, fetcher=PageFetcher(max_bytes=2048)
+            server.base_url,
+            fetch_pages=True,
+            fetch_top=3,
+            fetcher=PageFetcher(max_bytes=2048, allow_private=True),
         )
         hits = retriever.retrieve("anything", top_k=10)
     assert [missing, pdf, big] == [h.document.id for h in hits]
@@ -75,7 +79,10 @@ def test_only_the_top_results_are_fetched_and_chunks_interleave() -> None:
             {"url": second, "title": "Two", "content": "two"},
         ]
         retriever = SearxngRetriever(
-            server.base_url, fetch_pages=True, fetch_top=1, fetcher=PageFetcher(chunk_tokens=64)
+            server.base_url,
+            fetch_pages=True,
+            fetch_top=1,
+            fetcher=PageFetcher(chunk_tokens=64, allow_private=True),
         )
         hits = retriever.retrieve("aspirin", top_k=3)
         fetched = [r["path"] for r in server.requests if r["path"].startswith("/pages/")]
@@ -92,7 +99,9 @@ def test_one_connection_per_host_and_hosts_in_parallel() -> None:
         server.page_gate = threading.Event()
         results = [WebResult(u, "Aspirin", "s", "test") for u in (a1, a2, b1)]
         out: list[object] = []
-        worker = threading.Thread(target=lambda: out.append(PageFetcher().fetch(results)))
+        worker = threading.Thread(
+            target=lambda: out.append(PageFetcher(allow_private=True).fetch(results))
+        )
         worker.start()
         # Both hosts' first pages arrive while the server holds every answer: hosts in parallel.
         assert server.page_waiting.acquire(timeout=60)
@@ -120,7 +129,10 @@ def test_plain_text_pages_are_used_as_they_are() -> None:
             "notes.txt", "Aspirin was first made in 1897.", "text/plain; charset=utf-8"
         )
         server.results = [{"url": url, "title": "Notes", "content": "snippet"}]
-        (hit,) = SearxngRetriever(server.base_url, fetch_pages=True).retrieve("aspirin")
+        fetcher = PageFetcher(allow_private=True)
+        (hit,) = SearxngRetriever(server.base_url, fetch_pages=True, fetcher=fetcher).retrieve(
+            "aspirin"
+        )
     assert (f"{url}#0", "Notes\nAspirin was first made in 1897.") == (
         hit.document.id,
         hit.document.text,

@@ -1,0 +1,3 @@
+"""The package version, in a leaf module: reading it imports nothing else of the package."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,116 @@
+"""One bounded HTTP transfer: the whole exchange, body included, ends by a deadline.
+
+Socket timeouts restart with every byte, so a server sending one byte every few seconds never
+trips them. :func:`bounded` runs the exchange in a worker thread and waits for it, at most until
+``end`` (or until the enclosing call scope's deadline, ``Budget.max_seconds``); when the wait is
+cut short, by the deadline or by the scope's cancellation (Ctrl-C), the response's socket is shut
+down so the worker's blocked read ends too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+import requests
+
+from corrective_rag.errors import Cancelled, SearchError
+from corrective_rag.llm import scope
+
+__all__ = ["Transfer", "TransferTimeout", "bounded", "end_of"]
+
+T = TypeVar("T")
+_POLL = 0.05  # seconds between checks of cancellation while a transfer runs
+
+
+class TransferTimeout(SearchError):
+    """The transfer did not end by its deadline."""
+
+
+def end_of(seconds: float) -> tuple[float, bool]:
+    """``time.monotonic()`` in ``seconds``, or the call scope's deadline if sooner.
+
+    Returns:
+        The end, and whether it is the scope's (the run's ``Budget.max_seconds``).
+    """
+    own = time.monotonic() + seconds
+    run = scope.deadline()
+    if run is not None and run < own:
+        return run, True
+    return own, False
+
+
+class Transfer(Generic[T]):
+    """A transfer in a worker thread; the work registers its open response with :meth:`attach`."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        self._live: list[requests.Response] = []
+        self._abandoned = False
+        self._lock = threading.Lock()
+
+    def attach(self, response: requests.Response) -> None:
+        """Record an open response, so that an abandoning caller can cut its socket."""
+        with self._lock:
+            self._live.append(response)
+            abandoned = self._abandoned
+        if abandoned:
+            _shutdown(response)
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: cut the sockets so the worker stops reading at once."""
+        with self._lock:
+            self._abandoned = True
+            live = list(self._live)
+        for response in live:
+            _shutdown(response)
+
+
+def bounded(work: Callable[[Transfer[T]], T], end: float, what: str) -> T:
+    """``work(transfer)`` run in a worker thread, given up at ``end`` (``time.monotonic()``).
+
+    Raises:
+        TransferTimeout: ``end`` passed first (the worker is abandoned, its socket shut).
+        Cancelled: the enclosing call scope was cancelled.
+        BaseException: whatever ``work`` raised.
+    """
+    transfer: Transfer[T] = Transfer()
+    context = contextvars.copy_context()  # the scope travels into the worker
+
+    def run() -> None:
+        try:
+            transfer.value = context.run(work, transfer)
+        except BaseException as exc:  # handed to the waiting thread, which decides
+            transfer.error = exc
+        finally:
+            transfer.done.set()
+
+    scope.raise_if_cancelled()
+    worker = threading.Thread(target=run, name="crag-web-transfer", daemon=True)
+    worker.start()  # daemon: an abandoned transfer never keeps the process alive
+    while not transfer.done.wait(max(0.0, min(_POLL, end - time.monotonic()))):
+        if scope.cancelled():
+            transfer.abandon()
+            raise Cancelled(f"{what}: cancelled")
+        if time.monotonic() >= end:
+            transfer.abandon()
+            raise TransferTimeout(f"{what}: no complete answer before the deadline")
+    if transfer.error is not None:
+        raise transfer.error
+    return transfer.value  # type: ignore[return-value]
+
+
+def _shutdown(response: requests.Response) -> None:
+    """Shut the response's socket down, which wakes a read blocked on it in another thread."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
