@@ -22,6 +22,7 @@ from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document, Hit, KeptDocument, Usage
 
 __all__ = [
+    "VERDICT_KEYS",
     "call_failed",
     "document_id",
     "flat_metadata",
@@ -36,6 +37,17 @@ __all__ = [
 ]
 
 _SCALAR = (str, int, float, bool)
+# what verdict_metadata adds to a kept document's own metadata
+VERDICT_KEYS = (
+    "id",
+    "score",
+    "confidence",
+    "relevance",
+    "reasoning",
+    "iteration",
+    "rank",
+    "run_id",
+)
 _RANGES = ("$gt", "$gte", "$lt", "$lte")
 _counter_lock = threading.Lock()
 _counters: list[Any] = []  # the one cl100k counter, made on first need

@@ -59,6 +59,7 @@ from corrective_rag.errors import (
     StoreError,
 )
 from corrective_rag.integrations.bridge import (
+    VERDICT_KEYS,
     call_failed,
     document_id,
     flat_metadata,
@@ -125,7 +126,8 @@ class CorrectiveRetriever(BaseRetriever):
     Each kept document, best first, is a ``NodeWithScore`` whose node id is the document id,
     whose score is the verdict's score, and whose metadata is the document's own plus
     ``score``, ``confidence``, ``relevance``, ``reasoning``, ``iteration``, ``rank`` and
-    ``run_id``. The last run's :class:`~corrective_rag.types.RunResult` is ``last_result``.
+    ``run_id`` (kept out of the text LlamaIndex gives its LLM). The last run's
+    :class:`~corrective_rag.types.RunResult` is ``last_result``.
 
     Args:
         orchestrator: a :class:`~corrective_rag.loop.orchestrator.CorrectiveRAGOrchestrator`.
@@ -167,6 +169,10 @@ class CorrectiveRetriever(BaseRetriever):
                     id_=kept.document.id,
                     text=kept.document.text,
                     metadata=verdict_metadata(kept, result.run_id),
+                    # LlamaIndex puts metadata into the answering prompt: the verdict is for
+                    # the application, not for the model that answers from the document.
+                    excluded_llm_metadata_keys=list(VERDICT_KEYS),
+                    excluded_embed_metadata_keys=list(VERDICT_KEYS),
                 ),
                 score=kept.verdict.score,
             )

@@ -78,3 +78,15 @@ def test_with_limits_copies_only_declared_fields():
     copy = with_limits(model, {"temperature": 0.0, "max_tokens": 10})
     assert (0.7, 0.0) == (model.temperature, copy.temperature)
     assert model is with_limits(model, {"max_tokens": 10})
+
+
+def test_verdict_keys_are_what_verdict_metadata_adds():
+    """VERDICT_KEYS (kept out of LlamaIndex's answering prompt) name every key the verdict adds."""
+    from corrective_rag.integrations.bridge import VERDICT_KEYS, verdict_metadata
+    from corrective_rag.types import KeptDocument, Relevance, Verdict
+
+    doc = Document("d", "text", {"kind": "bee"})
+    verdict = Verdict("d", True, Relevance.HIGH, 0.9, 0.8, reasoning="says so")
+    meta = verdict_metadata(KeptDocument(doc, verdict, iteration=2, rank=1), "run")
+    assert set(VERDICT_KEYS) == set(meta) - {"kind"}
+    assert ("d", 0.9, 0.8, "high", "says so", 2, 1, "run") == tuple(meta[k] for k in VERDICT_KEYS)

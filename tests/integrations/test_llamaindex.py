@@ -164,6 +164,7 @@ def test_loop_inside_a_query_engine_fetches_nothing(embedder, monkeypatch, tmp_p
     )
     prompt = " ".join(m["content"] for m in last)
     assert all(k.document.text in prompt for k in result.kept)
+    assert "kind: bee" in prompt and "run_id" not in prompt  # the verdict stays out
     assert "ok" == str(response)
 
 
