@@ -100,8 +100,13 @@ _FULL_DISK_CHILD = textwrap.dedent(
         except OSError as exc:
             error = exc.errno
         resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
-        alive = [t.name for t in threading.enumerate() if t.name == "crag-batch"]
-        print("REPORT", json.dumps({"errno": error, "alive": alive}), flush=True)
+        at_return = server.request_count
+        workers = [t for t in threading.enumerate() if t.name == "crag-batch"]
+        alive = [t.name for t in workers]
+        for t in workers:  # whatever they still do, let them finish: then count their calls
+            t.join()
+        after = server.request_count - at_return
+        print("REPORT", json.dumps({"errno": error, "alive": alive, "after": after}), flush=True)
     """
 )
 
@@ -128,6 +133,7 @@ def test_a_recorder_error_stops_every_worker_before_run_batch_returns(tmp_path):
     )
     assert errno.EFBIG == report["errno"]
     assert [] == report["alive"]
+    assert 0 == report["after"]  # the server's count: no call once run_batch had returned
 
 
 # -- a run keeps its work and charges what it spent ------------------------------------------
