@@ -14,6 +14,7 @@ from dataclasses import replace
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
+from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Answer, Document, Usage
@@ -72,6 +73,14 @@ class LLMGenerator:
             raise InputError("documents must be Document instances")
         if not docs:
             return Answer(text=ABSTAIN_TEXT, abstained=True)
+        with metering() as meter:
+            try:
+                return self._generate(question, docs)
+            except (LLMError, VerdictParseError) as exc:  # the caller charges what was spent
+                attach_spent(exc, meter.total)
+                raise
+
+    def _generate(self, question: str, docs: list[Document]) -> Answer:
         answer = self._answer(question, docs, strict_rule=False)
         if not self.support_check or answer.abstained:
             return answer
@@ -93,6 +102,7 @@ class LLMGenerator:
             json_schema=prompts.answer_schema(ids),
             max_tokens=self.max_answer_tokens,
         )
+        charge(reply.usage)
         try:
             obj = parse_json_object(reply.text, strict=self.strict)
         except VerdictParseError:
@@ -127,6 +137,7 @@ class LLMGenerator:
         except LLMError as exc:
             log.warning("support_check_failed", error=str(exc))
             return None, Usage(llm_calls=1, failed_calls=1)
+        charge(reply.usage)
         try:
             level = str(parse_json_object(reply.text, strict=self.strict).get("support", ""))
         except VerdictParseError as exc:

@@ -502,6 +502,8 @@ class CorrectiveRAGOrchestrator:
         try:
             answer = self.generator.generate(st.question, sources)
         except (LLMError, VerdictParseError) as exc:  # a strict generator's unreadable reply too
-            answer = Answer(f"No answer generated: generator failed ({exc}).", abstained=True)
+            usage = spent_before(exc) + Usage(failed_calls=1)
+            text = f"No answer generated: generator failed ({exc})."
+            answer = Answer(text, abstained=True, usage=usage)
         st.usage = st.usage + PhaseUsage(generation=answer.usage)
         return strips, answer

@@ -18,6 +18,7 @@ Ray is optional (``pip install corrective_rag[ray]``); it is imported only when 
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -57,37 +58,58 @@ def _import_ray() -> Any:
     return ray
 
 
-def start_local_ray(
-    ray: Any, *, runtime_env: Mapping[str, Any] | None = None, num_cpus: int | None = None
-) -> None:
-    """Start a local Ray instance whose node listens on 127.0.0.1 only, no dashboard.
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
-    ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough: Ray turns a loopback address
-    into the machine's external one (``resolve_ip_for_localhost``), so the node's servers and
-    every worker's traffic would use the external interface. Ray's own switch for a single-machine
-    node (``ray_constants.ENABLE_RAY_CLUSTER``, read when the node address is chosen) is turned
-    off for this call only, and restored, so that a later ``ray.init`` joining a real cluster is
-    unaffected.
+
+def _loopback(address: str | None) -> bool:
+    """True for no address (a new local node) or a cluster address on this machine's loopback."""
+    if address is None:
+        return True
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0]
+    return host in _LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def start_local_ray(
+    ray: Any,
+    *,
+    address: str | None = None,
+    runtime_env: Mapping[str, Any] | None = None,
+    num_cpus: int | None = None,
+) -> None:
+    """``ray.init`` with no dashboard; a node on this machine uses 127.0.0.1 only.
+
+    For no ``address`` (a new local node) or a loopback one (joining such a node), the node's
+    address is 127.0.0.1. ``ray.init(_node_ip_address="127.0.0.1")`` alone is not enough: Ray
+    turns a loopback address into the machine's external one (``resolve_ip_for_localhost``), so
+    the node's servers and every worker's traffic would use the external interface, and a driver
+    joining a loopback node would wait forever for a raylet at its external address. Ray's own
+    switch for a single-machine node (``ray_constants.ENABLE_RAY_CLUSTER``, read when the node
+    address is chosen) is turned off for this call only, and restored, so that a later
+    ``ray.init`` joining a real cluster is unaffected. Any other address is joined as given.
     """
-    ray_constants: Any = None
+    options: dict[str, Any] = {
+        "address": address,
+        "include_dashboard": False,
+        "configure_logging": False,  # libraries never configure logging
+        "log_to_driver": False,
+        "runtime_env": dict(runtime_env) if runtime_env else None,
+    }
+    if num_cpus is not None:
+        options["num_cpus"] = num_cpus
+    if not _loopback(address):
+        ray.init(**options)
+        return
     try:
-        from ray._private import ray_constants
+        ray_constants: Any = importlib.import_module("ray._private.ray_constants")
     except ImportError:  # pragma: no cover - a Ray without the switch: the address still asks
-        pass
+        ray_constants = None
     saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
-    if ray_constants is not None and saved is not None:
+    if saved is not None:
         ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            configure_logging=False,  # libraries never configure logging
-            log_to_driver=False,
-            runtime_env=dict(runtime_env) if runtime_env else None,
-            _node_ip_address="127.0.0.1",
-        )
+        ray.init(**options, _node_ip_address="127.0.0.1")
     finally:
-        if ray_constants is not None and saved is not None:
+        if saved is not None:
             ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
@@ -148,16 +170,8 @@ class RayEngine:
             return
         ray = _import_ray()
         started_here = not ray.is_initialized()
-        if started_here and self.address is None:
-            start_local_ray(ray, runtime_env=self.runtime_env)
-        elif started_here:
-            ray.init(
-                address=self.address,
-                include_dashboard=False,
-                configure_logging=False,  # libraries never configure logging
-                log_to_driver=False,
-                runtime_env=self.runtime_env,
-            )
+        if started_here:
+            start_local_ray(ray, address=self.address, runtime_env=self.runtime_env)
         try:
             self._run(ray, queries, factory, record, concurrency)
         finally:

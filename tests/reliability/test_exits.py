@@ -59,7 +59,9 @@ def test_a_batch_stopped_by_a_permanent_failure_exits_1_without_aborting(
             "--store", str(store_dir), "--llm-url", server.base_url, "--model", "scripted",
             "--concurrency", concurrency, "--no-progress",
         ]  # fmt: skip
-        proc = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            command, env=ENV, capture_output=True, text=True, timeout=600, check=False
+        )
     assert 1 == proc.returncode, proc.stderr
     assert "terminate called" not in proc.stderr
     assert "OPENAI_API_KEY" in proc.stderr
@@ -100,8 +102,13 @@ _FULL_DISK_CHILD = textwrap.dedent(
         except OSError as exc:
             error = exc.errno
         resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
-        alive = [t.name for t in threading.enumerate() if t.name == "crag-batch"]
-        print("REPORT", json.dumps({"errno": error, "alive": alive}), flush=True)
+        at_return = server.request_count
+        workers = [t for t in threading.enumerate() if t.name == "crag-batch"]
+        alive = [t.name for t in workers]
+        for t in workers:  # whatever they still do, let them finish: then count their calls
+            t.join()
+        after = server.request_count - at_return
+        print("REPORT", json.dumps({"errno": error, "alive": alive, "after": after}), flush=True)
     """
 )
 
@@ -115,6 +122,7 @@ def test_a_recorder_error_stops_every_worker_before_run_batch_returns(tmp_path):
     out = tmp_path / "r.jsonl"
     proc = subprocess.run(
         [sys.executable, "-c", _FULL_DISK_CHILD, str(out)],
+        check=False,
         env=ENV,
         capture_output=True,
         text=True,
@@ -128,6 +136,7 @@ def test_a_recorder_error_stops_every_worker_before_run_batch_returns(tmp_path):
     )
     assert errno.EFBIG == report["errno"]
     assert [] == report["alive"]
+    assert 0 == report["after"]  # the server's count: no call once run_batch had returned
 
 
 # -- a run keeps its work and charges what it spent ------------------------------------------
@@ -230,3 +239,22 @@ def test_fallback_failed_carries_the_run_id():
         result = orch.run(QUESTION)
     failed = [e for e in logs if e["event"] == "fallback_failed"]
     assert [result.run_id] == [e.get("run_id") for e in failed]
+
+
+def test_a_strict_generator_failure_charges_the_answered_call():
+    """A strict generator whose answer is not JSON gives an abstained answer that still charges
+    the answered call's tokens and one failed call, instead of nothing."""
+    from corrective_rag.generate.llm import LLMGenerator
+    from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+    from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
+
+    with ScriptedLLMServer(lambda request: "plain prose, not JSON") as server:
+        orch = CorrectiveRAGOrchestrator(
+            ListRetriever(CORPUS), ScriptedEvaluator({"d0": 0.9}), ScriptedRewriter([]),
+            generator=LLMGenerator(_chat(server), strict=True), max_iterations=1,
+        )  # fmt: skip
+        result = orch.run(QUESTION)
+    assert result.answer is not None and result.answer.abstained
+    generation = result.usage.generation
+    assert (1, 1) == (generation.llm_calls, generation.failed_calls)
+    assert generation.prompt_tokens > 0
