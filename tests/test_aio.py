@@ -222,6 +222,6 @@ def test_a_single_string_is_not_a_batch_of_questions():
         ListRetriever(CORPUS), ScriptedEvaluator({}), ScriptedRewriter([])
     )
     with pytest.raises(ConfigError, match="iterable of strings"):
-        asyncio.run(orch.arun_batch("How do bees make honey?"))  # type: ignore[arg-type]
+        asyncio.run(orch.arun_batch("How do bees make honey?"))
     with pytest.raises(ConfigError, match="concurrency"):
         asyncio.run(orch.arun_batch(QUESTIONS, concurrency=0))
