@@ -242,3 +242,20 @@ def test_in_a_browser_the_table_renders_sorts_and_documents_stay_text(tmp_path):
     assert "data-pwned" not in body
     assert "corrective_rag runs" == dom.title
     assert "<script>document.title='pwned'</script>" in " ".join(dom.text)
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium on this machine")
+@pytest.mark.timeout(300)
+def test_in_a_browser_the_policy_blocks_markup_that_escaped_escaping(tmp_path):
+    """Were a text ever left unescaped, the page's CSP would still run only the page's own
+    script: raw <script> and <img onerror> pasted into the page change nothing."""
+    page_text = render_html(read_results(_results(tmp_path / "r.jsonl")))
+    broken = page_text.replace("</main>", HOSTILE + "</main>", 1)
+    path = tmp_path / "broken.html"
+    path.write_text(broken, encoding="utf-8")
+    dom = _parse(_dump_dom(path))
+    assert 2 == sum(1 for tag, _ in dom.tags if tag == "script")  # the raw one is in the DOM
+    runs = next(a for tag, a in dom.tags if tag == "table" and a.get("id") == "runs")
+    assert "1" == runs.get("data-ready")  # the page's own script ran
+    assert "data-pwned" not in next(a for tag, a in dom.tags if tag == "body")
+    assert "corrective_rag runs" == dom.title
