@@ -23,6 +23,7 @@ __all__ = [
     "cmd_history_export",
     "cmd_history_list",
     "cmd_history_plot",
+    "cmd_history_report",
     "cmd_history_show",
     "cmd_history_stats",
     "cmd_index",
@@ -464,6 +465,22 @@ def cmd_history_plot(args: argparse.Namespace) -> int:
 
     check_output(args.out, inputs=[("RESULTS", args.results)], what="--out")
     _out(f"wrote {plot(results_path(args.results), args.out)}")
+    return 0
+
+
+def cmd_history_report(args: argparse.Namespace) -> int:
+    """One self-contained HTML page: summary, sortable table, a timeline per question."""
+    from corrective_rag.cli.main import secrets
+    from corrective_rag.runs.html import read_qrels, write_html
+    from corrective_rag.runs.paths import check_output
+
+    inputs = [("RESULTS", args.results), ("--qrels", args.qrels), ("--compare", args.compare)]
+    check_output(args.html, inputs=inputs, what="--html")
+    qrels = read_qrels(args.qrels) if args.qrels else None
+    compare = _records(args.compare, latest=False) if args.compare else ()
+    records = _records(args.results, latest=False)
+    out = write_html(records, args.html, qrels=qrels, compare=compare, secrets=secrets())
+    _out(f"wrote {out}")
     return 0
 
 

@@ -298,6 +298,12 @@ def _history_parser(sub: Any) -> None:
     p.add_argument("results")
     p.add_argument("--out", required=True, metavar="OUT.png")
     p.set_defaults(handler="cmd_history_plot")
+    p = h.add_parser("report", help="one self-contained HTML page of the batch")
+    p.add_argument("results")
+    p.add_argument("--html", required=True, metavar="OUT.html")
+    p.add_argument("--qrels", metavar="QRELS.tsv", help="BEIR qrels: adds the found share")
+    p.add_argument("--compare", metavar="RESULTS", help="diff each question with this file's run")
+    p.set_defaults(handler="cmd_history_report")
 
 
 class _RedactingFilter(logging.Filter):

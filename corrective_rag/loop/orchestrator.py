@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -27,7 +27,7 @@ from corrective_rag.errors import (
 )
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
-from corrective_rag.llm.scope import call_scope
+from corrective_rag.llm.scope import call_scope, raise_if_cancelled
 from corrective_rag.llm.spent import spent_before
 from corrective_rag.logs import get_logger
 from corrective_rag.loop.budget import Budget, documents_per_call
@@ -209,12 +209,34 @@ class CorrectiveRAGOrchestrator:
         with call_scope(seconds=seconds):
             return self._loop(st, run_id, started_at, iterations, rlog)
 
+    # asyncio: each run in a worker thread; cancelling the task cancels its LLM calls (loop/aio.py)
+    async def arun(self, question: str, **options: Any) -> RunResult:
+        """``await`` :meth:`run`; see :func:`corrective_rag.loop.aio.arun` (threads, cancel)."""
+        from corrective_rag.loop.aio import arun
+
+        return await arun(self, question, **options)
+
+    async def arun_batch(self, questions: Sequence[str], **options: Any) -> list[RunResult]:
+        """Concurrent runs, results in order: :func:`corrective_rag.loop.aio.arun_batch`."""
+        from corrective_rag.loop.aio import arun_batch
+
+        return await arun_batch(self, questions, **options)
+
+    def arun_each(
+        self, questions: Iterable[str], **options: Any
+    ) -> AsyncGenerator[tuple[int, RunResult], None]:
+        """``(index, result)`` as each run ends: :func:`corrective_rag.loop.aio.arun_each`."""
+        from corrective_rag.loop.aio import arun_each
+
+        return arun_each(self, questions, **options)
+
     def _loop(self, st: Run, run_id: str, started_at: str, iterations: int, rlog: Any) -> RunResult:
         question = st.question
         history: list[IterationRecord] = []
         query = question
         stop, detail = StopReason.ITERATION_CAP, f"reached max_iterations={iterations}"
         for index in range(1, iterations + 1):
+            raise_if_cancelled()  # a cancelled run (Ctrl-C, a cancelled arun) ends even with no LLM
             spent = st.spent()
             if spent:
                 stop, detail = StopReason.BUDGET_EXHAUSTED, f"before iteration {index}: {spent}"

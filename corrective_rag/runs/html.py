@@ -1,0 +1,456 @@
+"""One self-contained HTML page for a results file: ``corrective-rag history report --html``.
+
+The page holds the batch summary (:func:`~corrective_rag.runs.summary.summarize`: stop reasons,
+LLM calls, tokens, cost, latency; the share of relevant documents found when qrels are given), a
+sortable table with one row per question, and per question its iterations as a timeline: the
+query and where it came from, the documents judged with their verdicts and reasons, what was
+kept or dropped, CRAG's action, the fallback, the rewrite, the stop reason, the kept documents,
+and the diff with other runs of the same question (:func:`~corrective_rag.runs.history.diff_runs`).
+
+Safety, as in the terminal output and then some: every text from a run (documents, queries,
+model replies) has the secrets given masked and control characters escaped
+(:func:`~corrective_rag.text.display.printable`), then is HTML-escaped; the page loads nothing
+(no network, no CDN) and its Content-Security-Policy lets only its own inline script run (named
+by hash), so a document holding ``<script>`` or ``<img onerror>`` shows as text and cannot run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from corrective_rag.errors import InputError
+from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.runs.history import diff_runs
+from corrective_rag.runs.html_assets import SCRIPT, STYLE
+from corrective_rag.runs.results import ResultRecord, latest_records
+from corrective_rag.runs.summary import BatchSummary, summarize
+from corrective_rag.text.display import printable
+from corrective_rag.text.secrets import redact, redact_tree
+from corrective_rag.types import IterationRecord, RewriteSource, RunResult, Verdict
+
+__all__ = ["found_share", "read_qrels", "render_html", "write_html"]
+
+Qrels = Mapping[str, Mapping[str, int]]  # query id -> document id -> grade (> 0: relevant)
+
+MAX_QRELS_BYTES = 512 * 1024 * 1024  # a qrels file larger than this is not a qrels file
+TEXT_CHARS = 2000  # of a kept document shown in the page (the results file holds all of it)
+
+
+def _t(value: object) -> str:
+    """Any value as page text: control characters escaped, then HTML-escaped (quotes too)."""
+    return html.escape(printable(str(value), keep_newlines=True), quote=True)
+
+
+def _num(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None or math.isnan(value) else format(value, spec)
+
+
+# -- qrels ---------------------------------------------------------------------------------------
+
+
+def read_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
+    """Read BEIR qrels (``query-id<TAB>corpus-id<TAB>score``, with or without a header line).
+
+    Raises:
+        InputError: the file is missing, too large, or a line is not three tab-separated fields
+            with an integer score.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"qrels file {p} does not exist")
+    if p.stat().st_size > MAX_QRELS_BYTES:
+        raise InputError(f"qrels file {p} is larger than {MAX_QRELS_BYTES} bytes")
+    qrels: dict[str, dict[str, int]] = {}
+    with p.open(encoding="utf-8-sig", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            fields = line.rstrip("\r\n").split("\t")
+            if not line.strip():
+                continue
+            if len(fields) != 3:
+                raise InputError(f"{p}:{number}: expected query-id, corpus-id and score (tabs)")
+            try:
+                grade = int(fields[2])
+            except ValueError:
+                if number == 1:
+                    continue  # the header line
+                raise InputError(f"{p}:{number}: score {fields[2]!r} is not an integer") from None
+            qrels.setdefault(fields[0], {})[fields[1]] = grade
+    return qrels
+
+
+def found_share(result: RunResult, grades: Mapping[str, int] | None) -> float | None:
+    """Share of the question's relevant documents (grade > 0) that the run kept; None: no qrels."""
+    relevant = {d for d, g in (grades or {}).items() if g > 0}
+    if not relevant:
+        return None
+    return len(relevant & set(result.kept_ids)) / len(relevant)
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+
+def _masked(record: ResultRecord, secrets: Sequence[str]) -> ResultRecord:
+    if not secrets:
+        return record
+    result = record.result
+    if result is not None:
+        result = from_dict(RunResult, redact_tree(to_dict(result), secrets))
+    error = {k: redact(str(v), secrets) for k, v in record.error.items()}
+    return ResultRecord(
+        record.id,
+        redact(record.query, secrets),
+        record.status,
+        record.seconds,
+        result,
+        error,
+        record.line,
+    )
+
+
+def _summary(summary: BatchSummary, shares: Sequence[float]) -> str:
+    found = sum(shares) / len(shares) if shares else math.nan
+    cards = [
+        (str(summary.queries), "questions"),
+        (f"{summary.ok} / {summary.failures}", "ok / failed"),
+        (_num(summary.mean_iterations), "iterations, mean"),
+        (_num(summary.mean_kept), "kept, mean"),
+        (str(summary.llm_calls), "LLM calls"),
+        (str(summary.total_tokens), "tokens"),
+        (f"${summary.cost_usd:.4f}", "cost"),
+        (f"{_num(summary.latency_p50)} / {_num(summary.latency_p95)} s", "time p50 / p95"),
+        (_num(summary.rewrite_rate, ".0%"), "runs that rewrote"),
+        (_num(summary.fallback_rate, ".0%"), "runs that fell back"),
+    ]
+    if shares:
+        cards.append((_num(found, ".0%"), f"relevant found (qrels, {len(shares)} q)"))
+    out = ['<div class="cards" id="summary">']
+    out += [f'<div class="card"><b>{_t(v)}</b><span>{_t(k)}</span></div>' for v, k in cards]
+    out.append("</div>")
+    reasons = dict(summary.stop_reasons)
+    for kind, n in summary.error_types.items():
+        reasons[f"error: {kind}"] = n
+    top = max(reasons.values(), default=0)
+    out.append('<h2>Why runs stopped</h2><div class="bars" id="stops">')
+    for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        width = 100.0 * n / top if top else 0.0
+        out.append(
+            f'<div class="bar"><span>{_t(reason)}</span>'
+            f'<i style="width:{width:.1f}%"></i><span>{n}</span></div>'
+        )
+    if not reasons:
+        out.append('<span class="muted">no runs</span>')
+    out.append("</div>")
+    phases = [(p, u) for p, u in summary.usage_by_phase.items() if u["llm_calls"]]
+    if phases:
+        out.append("<h2>LLM use by phase</h2><table><thead><tr><th>phase</th>")
+        out.append('<th class="num">calls</th><th class="num">tokens</th>')
+        out.append('<th class="num">cost</th><th class="num">failed</th></tr></thead><tbody>')
+        for phase, u in phases:
+            out.append(
+                f'<tr><td>{_t(phase)}</td><td class="num">{u["llm_calls"]}</td>'
+                f'<td class="num">{u["total_tokens"]}</td>'
+                f'<td class="num">${float(u["cost_usd"]):.4f}</td>'
+                f'<td class="num">{u["failed_calls"]}</td></tr>'
+            )
+        out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+_COLUMNS = (  # key, heading, numeric
+    ("n", "#", True),
+    ("id", "id", False),
+    ("question", "question", False),
+    ("status", "stop reason / error", False),
+    ("iterations", "iterations", True),
+    ("kept", "kept", True),
+    ("found", "found", True),
+    ("calls", "LLM calls", True),
+    ("tokens", "tokens", True),
+    ("cost", "cost $", True),
+    ("seconds", "seconds", True),
+)
+
+
+def _cell(value: object, shown: str, numeric: bool) -> str:
+    cls = ' class="num"' if numeric else ""
+    return f'<td{cls} data-v="{_t(value)}">{shown}</td>'
+
+
+def _table(rows: Sequence[tuple[int, ResultRecord, float | None]], with_found: bool) -> str:
+    columns = [c for c in _COLUMNS if with_found or c[0] != "found"]
+    head = "".join(
+        f'<th data-key="{key}"{" class=num" if num else ""}>{_t(title)}</th>'
+        for key, title, num in columns
+    )
+    out = [f'<table id="runs"><thead><tr>{head}</tr></thead><tbody>']
+    for n, rec, share in rows:
+        res = rec.result
+        link = f'<a href="#q-{n}">{_t(rec.id)}</a>'
+        cells = {
+            "n": _cell(n, str(n), True),
+            "id": _cell(rec.id, link, False),
+            "question": _cell(rec.query, _t(rec.query), False),
+            "found": _cell(-1 if share is None else share, _num(share, ".0%"), True),
+            "seconds": _cell(rec.seconds, f"{rec.seconds:.2f}", True),
+        }
+        if res is not None:
+            total = res.usage.total
+            cells["status"] = _cell(res.stop_reason.value, _t(res.stop_reason.value), False)
+            cells["iterations"] = _cell(res.iterations, str(res.iterations), True)
+            cells["kept"] = _cell(len(res.kept), str(len(res.kept)), True)
+            cells["calls"] = _cell(total.llm_calls, str(total.llm_calls), True)
+            cells["tokens"] = _cell(total.total_tokens, str(total.total_tokens), True)
+            cells["cost"] = _cell(total.cost_usd, f"{total.cost_usd:.4f}", True)
+        else:
+            what = f"error: {rec.error.get('type', '')}"
+            cells["status"] = _cell(what, _t(what), False)
+            for key in ("iterations", "kept", "calls", "tokens", "cost"):
+                cells[key] = _cell(-1, "-", True)
+        css = "" if rec.ok else ' class="error"'
+        row = "".join(cells[key] for key, _, _ in columns)
+        out.append(f'<tr data-i="{n}"{css}>{row}</tr>')
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _origin(result: RunResult, rec: IterationRecord) -> str:
+    """Where an iteration's query came from: the question, or what ended the iteration before."""
+    if rec.index == 1:
+        return "question"
+    before = result.history[rec.index - 2].rewrite
+    if before is None:
+        return "question"
+    return {
+        RewriteSource.REWRITER: "rewrite",
+        RewriteSource.PROPOSAL: "judge's proposal",
+        RewriteSource.NEXT_HITS: "question's next hits",
+    }[before.source]
+
+
+def _verdict_cells(verdict: Verdict) -> str:
+    if not verdict.graded:
+        return f'<td class="ungraded">ungraded</td><td></td><td></td><td>{_t(verdict.error)}</td>'
+    label = verdict.label.value if verdict.label else "?"
+    reason = verdict.reasoning
+    if verdict.missing:
+        reason += f" (missing: {', '.join(verdict.missing)})"
+    return (
+        f'<td>{_t(label)}</td><td class="num">{_num(verdict.score)}</td>'
+        f'<td class="num">{_num(verdict.confidence)}</td><td>{_t(reason)}</td>'
+    )
+
+
+def _iteration(result: RunResult, rec: IterationRecord) -> str:
+    usage = rec.usage.total
+    out = [
+        f'<li><b>iteration {rec.index}</b> <span class="q">{_t(rec.query)}</span>'
+        f'<span class="tag">from {_t(_origin(result, rec))}</span>'
+    ]
+    if len(rec.searched) > 1:
+        searched = ", ".join(f'<span class="q">{_t(s)}</span>' for s in rec.searched)
+        out.append(f"<div>searched: {searched}</div>")
+    action = rec.action.value if rec.action else "-"
+    fallback = f"; fallback {_t(rec.fallback.value)}" if rec.fallback else ""
+    out.append(
+        f'<div class="muted">retrieved {len(rec.retrieved)}, skipped {len(rec.skipped_ids)} '
+        f"already judged, judged {len(rec.verdicts)}: "
+        f'<span class="kept">kept {len(rec.kept_ids)}</span>, '
+        f'<span class="dropped">dropped {len(rec.dropped_ids)}</span>, '
+        f'<span class="ungraded">ungraded {len(rec.ungraded_ids)}</span>; '
+        f"CRAG action {_t(action)}{fallback}; {usage.llm_calls} calls, "
+        f"{usage.total_tokens} tokens, {rec.seconds:.2f} s</div>"
+    )
+    if rec.verdicts:
+        kept, dropped = set(rec.kept_ids), set(rec.dropped_ids)
+        ranks = {r.document_id: r.rank for r in rec.retrieved}
+        out.append(
+            '<table class="judged"><thead><tr><th>document</th><th class="num">rank</th>'
+            '<th>decision</th><th>label</th><th class="num">score</th>'
+            '<th class="num">conf.</th><th>reason</th></tr></thead><tbody>'
+        )
+        for v in rec.verdicts:
+            decision = (
+                "kept" if v.document_id in kept else "dropped" if v.document_id in dropped else ""
+            )
+            decision = decision or "ungraded"
+            rank = "" if ranks.get(v.document_id) is None else str(ranks[v.document_id])
+            out.append(
+                f'<tr><td>{_t(v.document_id)}</td><td class="num">{rank}</td>'
+                f'<td class="{decision}">{decision}</td>{_verdict_cells(v)}</tr>'
+            )
+        out.append("</tbody></table>")
+    rw = rec.rewrite
+    if rw is not None:
+        if rw.query is not None:
+            why = f" ({_t(rw.rationale)})" if rw.rationale else ""
+            source = {RewriteSource.PROPOSAL: "judge's proposal"}.get(rw.source, "rewrite")
+            out.append(
+                f'<div>next query ({source}): <span class="q">{_t(rw.query)}</span>{why}</div>'
+            )
+        else:
+            candidate = (
+                f' (candidate <span class="q">{_t(rw.candidate)}</span>)' if rw.candidate else ""
+            )
+            then = (
+                "; next: the question's next hits" if rw.source is RewriteSource.NEXT_HITS else ""
+            )
+            out.append(
+                f"<div>rewrite rejected: {_t(rw.rejected or 'no query')}{candidate}{then}</div>"
+            )
+    out.append("</li>")
+    return "\n".join(out)
+
+
+def _run(
+    n: int, rec: ResultRecord, share: float | None, earlier: Sequence[tuple[str, RunResult]]
+) -> str:
+    res = rec.result
+    head = f"{rec.id}: {rec.query}"
+    out = [f'<details class="run" id="q-{n}"><summary>{_t(head)}</summary>']
+    if res is None:
+        out.append(
+            f'<p class="dropped">{_t(rec.error.get("type", ""))}: '
+            f"{_t(rec.error.get('message', ''))}</p></details>"
+        )
+        return "\n".join(out)
+    total = res.usage.total
+    found = f"; found {_num(share, '.0%')} of the relevant documents" if share is not None else ""
+    out.append(
+        f'<p class="muted">run {_t(res.run_id)} {_t(res.started_at)}; {res.iterations} '
+        f"iterations, kept {len(res.kept)}{found}; {total.llm_calls} LLM calls, "
+        f"{total.total_tokens} tokens, ${total.cost_usd:.4f}, {res.seconds:.2f} s</p>"
+    )
+    out.append('<ol class="timeline">')
+    out += [_iteration(res, it) for it in res.history]
+    out.append(
+        f'<li class="stop"><b>stopped: {_t(res.stop_reason.value)}</b> '
+        f'<span class="muted">{_t(res.stop_detail)}</span></li></ol>'
+    )
+    if res.kept:
+        out.append("<h3>Kept documents</h3>")
+        for k in res.kept:
+            text = k.document.text
+            cut = len(text) > TEXT_CHARS
+            shown = text[:TEXT_CHARS] + (" …" if cut else "")
+            out.append(
+                f'<div><b>{_t(k.document.id)}</b> <span class="muted">iteration {k.iteration}, '
+                f"rank {k.rank}, score {_num(k.verdict.score)}</span>"
+                f'<div class="text">{_t(shown)}</div></div>'
+            )
+    if res.answer is not None:
+        cited = ", ".join(res.answer.cited_ids)
+        out.append(f'<h3>Answer</h3><div class="text">{_t(res.answer.text)}</div>')
+        if cited:
+            out.append(f'<div class="muted">cites {_t(cited)}</div>')
+    for label, other in earlier:
+        out.append(f"<h3>Diff with {_t(label)}</h3>{_diff_block(diff_runs(other, res))}")
+    out.append("</details>")
+    return "\n".join(out)
+
+
+def _diff_block(text: str) -> str:
+    styles = {"+": "add", "-": "del", "~": "chg"}
+    lines = []
+    for line in text.splitlines():
+        css = styles.get(line[:1]) if not line.startswith(("---", "+++")) else None
+        lines.append(f'<span class="{css}">{_t(line)}</span>' if css else _t(line))
+    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
+
+
+def render_html(
+    records: Sequence[ResultRecord],
+    *,
+    qrels: Qrels | None = None,
+    compare: Iterable[ResultRecord] = (),
+    secrets: Sequence[str] = (),
+    title: str = "corrective_rag runs",
+) -> str:
+    """The report page for ``records`` (a results file's lines, several per id allowed).
+
+    Args:
+        records: the batch's records; the last one per query id is the run shown.
+        qrels: relevance judgements by query id; adds the share of relevant documents found.
+        compare: records of other runs (another configuration's results file): each question
+            shown gets the diff with the last other run of the same question text. Earlier ok
+            runs of a question in ``records`` itself are diffed too.
+        secrets: strings (an API key) masked as ``***`` everywhere in the page.
+        title: the page's title.
+    """
+    masked = [_masked(r, secrets) for r in records]
+    latest = latest_records(masked)
+    others: dict[str, list[tuple[str, RunResult]]] = {}
+    for rec in masked:  # earlier runs in this file, oldest first
+        if rec.result is not None:
+            others.setdefault(rec.query, []).append((f"line {rec.line}", rec.result))
+    outside: dict[str, tuple[str, RunResult]] = {}
+    for rec in (_masked(r, secrets) for r in compare):
+        if rec.result is not None:
+            outside[rec.query] = (f"the compared file ({rec.id}, line {rec.line})", rec.result)
+    rows = []
+    shares = []
+    for n, rec in enumerate(latest, start=1):
+        share = None
+        if qrels is not None and rec.result is not None:
+            share = found_share(rec.result, qrels.get(rec.id))
+            if share is not None:
+                shares.append(share)
+        rows.append((n, rec, share))
+    summary = summarize(masked)
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    policy = (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
+        "img-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    runs = []
+    for n, rec, share in rows:
+        earlier = []
+        if rec.result is not None:
+            earlier = [
+                (label, r)
+                for label, r in others.get(rec.query, [])
+                if r.run_id != rec.result.run_id
+            ][-1:]
+            if rec.query in outside:
+                earlier.append(outside[rec.query])
+        runs.append(_run(n, rec, share, earlier))
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_t(title)}</title><style>{STYLE}</style></head><body>",
+        f"<header><h1>{_t(title)}</h1>",
+        f'<div class="muted">{len(latest)} questions; click a column to sort, an id to open '
+        "its timeline</div></header><main>",
+        "<h2>Batch</h2>",
+        _summary(summary, shares),
+        "<h2>Questions</h2>",
+        _table(rows, qrels is not None),
+        "<h2>Runs</h2>",
+        *runs,
+        f"</main><script>{SCRIPT}</script></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_html(
+    records: Sequence[ResultRecord],
+    out_path: str | os.PathLike[str],
+    *,
+    qrels: Qrels | None = None,
+    compare: Iterable[ResultRecord] = (),
+    secrets: Sequence[str] = (),
+    title: str = "corrective_rag runs",
+) -> Path:
+    """Write :func:`render_html` to ``out_path`` (UTF-8) and return the path."""
+    page = render_html(records, qrels=qrels, compare=compare, secrets=secrets, title=title)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
