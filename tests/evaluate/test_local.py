@@ -224,6 +224,12 @@ def test_constructor_validates():
     with pytest.raises(ConfigError):
         LocalEvaluator(weights=LocalWeights(0, 1, 1, 1, 1, threshold=1.5))
     with pytest.raises(ConfigError):
+        LocalEvaluator(weights=replace(DEFAULT_WEIGHTS, margin=0.0))
+    with pytest.raises(ConfigError):
+        LocalEvaluator(weights=replace(DEFAULT_WEIGHTS, cap=0))
+    with pytest.raises(ConfigError):
+        LocalEvaluator(weights=replace(DEFAULT_WEIGHTS, cap=2.5))
+    with pytest.raises(ConfigError):
         LocalEvaluator(max_sentences=0)
     with pytest.raises(ConfigError):
         LocalEvaluator(link_titles="yes")
