@@ -105,6 +105,8 @@ _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 # maximises does not reward it): 0.3 keeps a multi-hop question's second paragraph beside a
 # stand-out first one, which the loop needs (HotpotQA-500 loop all_found 0.800 -> 0.812) and
 # which moved no leave-one-out F1 by more than 0.01 (0.3 and 0.4 tried, on all four).
+# `margin` and `cap` are off (inf, None): `--fit` fits them with the floor, but they were not
+# fitted yet (docs/offline-judge.md, "Not measured this round"); off, the cut is as measured.
 DEFAULT_WEIGHTS = LocalWeights(
     bias=-2.961,
     dense=1.728,
