@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -61,7 +62,9 @@ from corrective_rag.types import Document, Evaluation, Judged
 TOP_K = 10
 BATCH = 5  # the loop's default top_k
 L2 = 1e-3  # a touch of ridge so that the fit is unique when a feature barely varies
-FLOORS = np.round(np.arange(0.0, 0.51, 0.02), 2)  # the least probability a kept document needs
+FLOORS = np.round(np.arange(0.0, 0.51, 0.05), 2)  # the least probability a kept document needs
+MARGINS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, math.inf)  # logits below the question's best
+CAPS = (1, 2, 3, 4, 5, 6, 8, None)  # the most documents kept of a question's pool (None: all)
 
 # The features that do not depend on the weights, and those that do (through the namers' scores).
 DIRECT = (
@@ -202,14 +205,30 @@ def judged_features(
     return [f for features, _ in _calls(weights, data, link_titles) for f in features]
 
 
-def decisions(weights: LocalWeights, data: Dataset, floor: float | None = None) -> np.ndarray:
-    """Whether the judge keeps each judged document (its own cut, ``keep_from``, per call)."""
-    floor = weights.threshold if floor is None else floor
+def pools(weights: LocalWeights, data: Dataset) -> list[tuple[int, list[float]]]:
+    """Per call: how many documents the call judged, and the probabilities of its whole pool."""
+    return [(len(features), pool) for features, pool in _calls(weights, data, None)]
+
+
+def cut_decisions(
+    found: Sequence[tuple[int, list[float]]],
+    floor: float,
+    margin: float,
+    cap: int | None,
+    keep_at: float = DEFAULT_WEIGHTS.keep_at,
+) -> np.ndarray:
+    """Whether the judge keeps each judged document, given its calls' pools (``keep_from``)."""
     kept: list[bool] = []
-    for features, pool in _calls(weights, data, None):
-        cut = keep_from(pool, floor, weights.keep_at)
-        kept.extend(p >= cut for p in pool[: len(features)])
+    for n, pool in found:
+        cut = keep_from(pool, floor, keep_at, margin=margin, cap=cap)
+        kept.extend(p >= cut for p in pool[:n])
     return np.asarray(kept, dtype=bool)
+
+
+def decisions(weights: LocalWeights, data: Dataset) -> np.ndarray:
+    """Whether the judge keeps each judged document (its own cut, per call, as the evaluator)."""
+    found = pools(weights, data)
+    return cut_decisions(found, weights.threshold, weights.margin, weights.cap, weights.keep_at)
 
 
 def matrix(features: Sequence[LocalFeatures], names: Sequence[str]) -> np.ndarray:
@@ -278,13 +297,26 @@ def fit(datasets: Sequence[Dataset]) -> LocalWeights:
         weights = replace(
             weights, **{n: round(float(b), 3) for n, b in zip(LINKS, beta, strict=True)}
         )
-    floor = _best(
-        [float(t) for t in FLOORS],
-        lambda t: float(
-            np.mean([agreement(decisions(weights, d, t), d.y)["f1"] for d in datasets])
-        ),
-    )
-    return replace(weights, threshold=floor)
+    return replace(weights, **fit_cut(weights, datasets))
+
+
+def fit_cut(weights: LocalWeights, datasets: Sequence[Dataset]) -> dict[str, float | int | None]:
+    """The floor, margin and cap with the best F1 averaged over ``datasets`` under ``weights``."""
+    found = [pools(weights, d) for d in datasets]
+
+    def mean_f1(cut: tuple[float, float, int | None]) -> float:
+        return float(
+            np.mean(
+                [
+                    agreement(cut_decisions(f, *cut, weights.keep_at), d.y)["f1"]
+                    for f, d in zip(found, datasets, strict=True)
+                ]
+            )
+        )
+
+    grid = [(float(f), m, c) for f in FLOORS for m in MARGINS for c in CAPS]
+    floor, margin, cap = _best(grid, mean_f1)
+    return {"threshold": floor, "margin": margin, "cap": cap}
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +415,17 @@ def _print(label: str, name: str, figures: dict[str, dict[str, float]]) -> None:
     )
 
 
+def _finite(value: object) -> object:
+    """``value`` with infinite floats (no margin, no cap) as ``None``, which JSON can hold."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return None
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="+", help="collection folders in BEIR layout")
@@ -448,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
                 **figures,
             }
             _print("loco", held.name, figures)
+            cut = f"floor {weights.threshold} margin {weights.margin} cap {weights.cap}"
+            print(f"       cut: {cut}")
     if args.ceiling:
         report["ceiling"] = {}
         for data in datasets:
@@ -458,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(json.dumps(_finite(report), indent=2) + "\n", encoding="utf-8")
     return 0
 
 

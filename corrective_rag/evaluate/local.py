@@ -29,22 +29,25 @@ No cross-encoder weights can be had offline, so the judge combines what the pack
 * ``bm25``: the document's BM25 for the question's terms over the best BM25 among the documents
   judged for the question (term frequency and length, which ``coverage`` ignores).
 
-``p = sigmoid(bias + w . features)``. Which documents are relevant is decided among all the
-documents judged for the question (the batch and the context): those whose keeping maximises
-the expected F1 (:func:`~corrective_rag.evaluate.selection.expected_f1_cut`), never below the
-floor ``weights.threshold``; a document at least ``weights.keep_at`` (0.3) likely to be relevant
-is always kept. One or two stand-out documents among weak ones keep one or two (and any other
-the judge gives 0.3 or more); many middling ones keep many. A fixed threshold cannot adapt so:
-fitted on some collections, it was far too strict or too lenient on another whose share of
-relevant documents differs. The
-verdict's score maps ``p`` onto the verdict scale (:func:`verdict_score`: the cut lands where
-the scale's relevant verdicts begin); the confidence is the probability that the verdict is
-right. The documents are read by the model once each per evaluation (their sentences' vectors
-pool the same pass), and nothing is remembered between calls.
+``p = sigmoid(bias + w . features)``, the probability that the document is relevant. Which
+documents are relevant is decided among all the documents judged for the question (the batch
+and the context): those whose keeping maximises the expected F1
+(:func:`~corrective_rag.evaluate.selection.keep_from`), never below the floor
+``weights.threshold``, and any document at least ``weights.keep_at`` likely; then held back by
+two bounds relative to the question's best document: within ``weights.margin`` logits of it, and
+at most ``weights.cap`` documents. The first part reads the level of the probabilities, which
+does not travel (on a held-out single-hop collection whose probabilities ran higher it kept about
+four irrelevant documents for each relevant one); the bounds do not depend on the level. The
+verdict's score maps ``p`` onto the verdict scale (:func:`verdict_score`: the cut lands where the
+scale's relevant verdicts begin); the confidence is the probability that the verdict is right
+(``p`` for a kept document, ``1 - p`` for a rejected one). The documents are read by the model
+once each per evaluation (their sentences' vectors pool the same pass), and nothing is
+remembered between calls.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -102,6 +105,8 @@ _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 # maximises does not reward it): 0.3 keeps a multi-hop question's second paragraph beside a
 # stand-out first one, which the loop needs (HotpotQA-500 loop all_found 0.800 -> 0.812) and
 # which moved no leave-one-out F1 by more than 0.01 (0.3 and 0.4 tried, on all four).
+# `margin` and `cap` are off (inf, None): `--fit` fits them with the floor, but they were not
+# fitted yet (docs/offline-judge.md, "Not measured this round"); off, the cut is as measured.
 DEFAULT_WEIGHTS = LocalWeights(
     bias=-2.961,
     dense=1.728,
@@ -120,6 +125,8 @@ DEFAULT_WEIGHTS = LocalWeights(
     bridge_depth=1.879,
     bm25=0.841,
     keep_at=0.3,
+    margin=math.inf,
+    cap=None,
 )
 
 
@@ -170,6 +177,11 @@ class LocalEvaluator:
                 f"keep_at must be in [threshold, 1], got {weights.keep_at} "
                 f"(threshold {weights.threshold})"
             )
+        if not weights.margin > 0.0:
+            raise ConfigError(f"margin must be > 0, got {weights.margin}")
+        cap = weights.cap
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ConfigError(f"cap must be None or an int >= 1, got {cap!r}")
         if max_sentences < 1:
             raise ConfigError(f"max_sentences must be >= 1, got {max_sentences}")
         if link_titles is not None and not isinstance(link_titles, bool):
@@ -309,7 +321,8 @@ class LocalEvaluator:
             return Evaluation((), Usage())
         pool = self._pool(question, documents, context)
         probabilities = [self.weights.score(f) for f in pool]
-        cut = keep_from(probabilities, self.weights.threshold, self.weights.keep_at)
+        w = self.weights
+        cut = keep_from(probabilities, w.threshold, w.keep_at, margin=w.margin, cap=w.cap)
         verdicts = tuple(
             self._verdict(doc, feat, p, cut)
             for doc, feat, p in zip(documents, pool, probabilities, strict=False)

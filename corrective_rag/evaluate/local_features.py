@@ -54,13 +54,14 @@ class LocalFeatures:
 
 @dataclass(frozen=True, slots=True)
 class LocalWeights:
-    """Logistic weights over :class:`LocalFeatures`, and the least score a kept document needs.
+    """Logistic weights over :class:`LocalFeatures`, and how a question's documents are cut.
 
     ``threshold`` is a floor: above it, the expected-F1 cut of the question's judged documents
-    decides (:func:`~corrective_rag.evaluate.selection.expected_f1_cut`), except that a
-    document at least ``keep_at`` likely to be relevant is always kept: the loop gathers
-    evidence, and a multi-hop question's second paragraph beside a stand-out first one is
-    such a document (the cut alone, F1-optimal, dropped it).
+    decides (:func:`~corrective_rag.evaluate.selection.keep_from`), except that a document at
+    least ``keep_at`` likely to be relevant is kept (the loop gathers evidence, and a multi-hop
+    question's second paragraph beside a stand-out first one is such a document). Two bounds
+    relative to the question's best document hold any keep back: its logit within ``margin`` of
+    the best's, and at most ``cap`` documents (``None``: no cap).
     """
 
     bias: float
@@ -80,6 +81,8 @@ class LocalWeights:
     bridge_depth: float = 0.0
     bm25: float = 0.0
     keep_at: float = 0.3
+    margin: float = math.inf
+    cap: int | None = None  # None: no cap
 
     def score(self, features: LocalFeatures) -> float:
         """The logistic score of ``features``, 0..1."""
@@ -90,6 +93,5 @@ class LocalWeights:
 
 
 # The numeric features, named alike in LocalFeatures and LocalWeights, in the weights' order.
-FEATURES = tuple(
-    f.name for f in fields(LocalWeights) if f.name not in ("bias", "threshold", "keep_at")
-)
+_CUT = ("bias", "threshold", "keep_at", "margin", "cap")  # not weights of a feature
+FEATURES = tuple(f.name for f in fields(LocalWeights) if f.name not in _CUT)

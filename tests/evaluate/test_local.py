@@ -224,6 +224,12 @@ def test_constructor_validates():
     with pytest.raises(ConfigError):
         LocalEvaluator(weights=LocalWeights(0, 1, 1, 1, 1, threshold=1.5))
     with pytest.raises(ConfigError):
+        LocalEvaluator(weights=replace(DEFAULT_WEIGHTS, margin=0.0))
+    with pytest.raises(ConfigError):
+        LocalEvaluator(weights=replace(DEFAULT_WEIGHTS, cap=0))
+    with pytest.raises(ConfigError):
+        LocalEvaluator(weights=replace(DEFAULT_WEIGHTS, cap=2.5))
+    with pytest.raises(ConfigError):
         LocalEvaluator(max_sentences=0)
     with pytest.raises(ConfigError):
         LocalEvaluator(link_titles="yes")
@@ -474,3 +480,25 @@ def test_a_small_folder_keeps_the_document_about_the_question(embedder):
         evaluator = LocalEvaluator(embedder, idf=store.idf)
         kept = {v.document_id for v in evaluator.evaluate(question, found).verdicts if v.relevant}
     assert {"volcano.md#0", "ash.md#0"} == kept
+
+
+def test_a_margin_keeps_only_documents_close_to_the_questions_best(embedder):
+    """With a tiny margin only the question's best document is kept, whatever keep_at says."""
+    documents = [ON_TOPIC, LONG_MIXED, OFF_TOPIC]
+    loose = LocalEvaluator(embedder).evaluate(QUESTION, documents).verdicts
+    tight = LocalEvaluator(embedder, weights=replace(DEFAULT_WEIGHTS, margin=1e-6))
+    verdicts = tight.evaluate(QUESTION, documents).verdicts
+    best = max(range(3), key=lambda i: verdicts[i].score)
+    assert [i == best for i in range(3)] == [v.relevant for v in verdicts]
+    assert sum(v.relevant for v in loose) >= 1
+
+
+def test_confidence_is_the_probability_that_the_verdict_is_right(embedder):
+    """A keep's confidence is the judge's probability of relevance p, a rejection's is 1 - p."""
+    evaluator = LocalEvaluator(embedder)
+    documents = [ON_TOPIC, LONG_MIXED, OFF_TOPIC]
+    features = evaluator.features(QUESTION, documents)
+    verdicts = evaluator.evaluate(QUESTION, documents).verdicts
+    for verdict, found in zip(verdicts, features, strict=True):
+        p = DEFAULT_WEIGHTS.score(found)
+        assert (p if verdict.relevant else 1.0 - p) == pytest.approx(verdict.confidence, abs=1e-4)
