@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import structlog
 
 from corrective_rag.cli.main import main
 from corrective_rag.errors import InputError
@@ -186,6 +187,14 @@ def test_two_runs_of_a_question_are_diffed(tmp_path):
     assert "Diff with" not in render_html(second)
 
 
+@pytest.fixture
+def _restore_logging():
+    """main() configures structlog for the process; give other tests the defaults back."""
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.mark.usefixtures("_restore_logging")
 def test_the_command_writes_the_page(tmp_path, monkeypatch, capsys):
     """``history report RESULTS --html OUT`` writes the page, masking $OPENAI_API_KEY."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
