@@ -21,10 +21,21 @@ each stop reason (``stop_reasons``: ``enough_relevant`` runs judge fewer documen
     python benchmarks/loop.py HOTPOTQA_DIR --evaluator local --json loop-hotpotqa-local.json
 
 ``--evaluator oracle`` judges from the qrels (an upper bound for the loop); ``--evaluator llm``
-uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``, in ``--grading
-one-call`` (judge and propose, the default) or ``two-call`` mode; ``benchmarks/qrels_judge.py``
-serves a scripted model that judges from the qrels. The corrective arm also reports LLM calls
-per iteration and prompt / completion tokens per query.
+uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``, with ``--grading
+default`` (the library's defaults: ``LLMEvaluator(chat)``, ``LLMRewriter(chat)``), ``one-call``
+(``propose=True``) or ``two-call`` (``propose=False``); ``benchmarks/qrels_judge.py`` serves a
+scripted model that judges from the qrels, and ``--qrels-judge`` serves it in this process
+(no ``--llm-url`` needed). The corrective arm also reports LLM calls per iteration and prompt /
+completion tokens per query. The single-shot arms judge with an evaluator of their own (its own
+verdict cache), so that the loop's calls are counted in full.
+
+A noisy judge: ``--false-negative R`` / ``--false-positive R`` flip that share of relevant /
+irrelevant (query, document) pairs, chosen by a hash of the pair (``qrels_judge.flipped``), for
+``--evaluator oracle`` and for ``--qrels-judge`` alike; every arm sees the same wrong verdicts.
+``--proposer repeat`` makes the qrels judge propose the question plus a fixed hint every time.
+
+    python benchmarks/loop.py DATA --evaluator llm --qrels-judge --latency-ms 0 --k 4 \
+        --false-negative 0.2 --false-positive 0.1 --proposer repeat --limit 50
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.beir import Collection, load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
+from benchmarks.qrels_judge import add_noise_flags, noisy_relevant, qrels_reply
 from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.llm import LLMEvaluator
@@ -57,26 +69,58 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
+from corrective_rag.store.bm25 import BM25Index
+from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.types import Document, Evaluation, Hit, LegScore, Relevance, Usage, Verdict
 
 SAMPLES = 20  # the first queries' rewrites, kept in the JSON for reading
 
 
+class BM25Retriever:
+    """BM25 alone over the collection (``--retriever bm25``): no embedding of the corpus.
+
+    For quick runs on a busy machine; the hybrid store is the library's retriever, so figures
+    made with this one say so.
+    """
+
+    def __init__(self, collection: Collection) -> None:
+        self.index = BM25Index()
+        self.index.upsert((d.id, d.text) for d in collection.documents)
+        self.documents = {d.id: d for d in collection.documents}
+        self.idf = self.index.idf
+
+    def retrieve(self, query: str, *, top_k: int = 10, where: Any = None) -> list[Hit]:
+        """The ``top_k`` best documents by BM25, ranked 1..n."""
+        return [
+            Hit(self.documents[i], score, rank, (LegScore("bm25", rank, score),))
+            for rank, (i, score) in enumerate(self.index.top_k(query, top_k), start=1)
+        ]
+
+
 class OracleEvaluator:
-    """Verdicts read from the qrels: relevant iff the document is a qrel of the question."""
+    """Verdicts read from the qrels: relevant iff the document is a qrel of the question.
+
+    With noise, the pairs :func:`~benchmarks.qrels_judge.flipped` picks are judged wrong, with
+    the same certainty (an overconfident judge).
+    """
 
     documents_per_call = None  # no LLM calls
 
-    def __init__(self, collection: Collection) -> None:
-        self.by_text = {text: collection.relevant(qid) for qid, text in collection.queries.items()}
+    def __init__(
+        self, collection: Collection, false_negative: float = 0.0, false_positive: float = 0.0
+    ) -> None:
+        self.ids = {text: qid for qid, text in collection.queries.items()}
+        self.collection = collection
+        self.noise = (false_negative, false_positive)
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """One certain verdict per document."""
-        relevant = self.by_text.get(question, frozenset())
+        qid = self.ids.get(question, "")
+        truth = self.collection.relevant(qid) if qid else frozenset()
         return Evaluation(
             tuple(
                 Verdict(d.id, True, Relevance.HIGH, 1.0, 1.0, reasoning="in the qrels")
-                if d.id in relevant
+                if noisy_relevant(qid, d.id, truth, *self.noise)
                 else Verdict(d.id, False, Relevance.LOW, 0.0, 1.0, reasoning="not in the qrels")
                 for d in documents
             ),
@@ -85,19 +129,20 @@ class OracleEvaluator:
 
 
 def components(args: argparse.Namespace, collection: Collection, retriever: Any) -> tuple:
-    """The evaluator and rewriter the ``--evaluator`` flag names."""
+    """The loop's evaluator and rewriter, and single shot's evaluator, by ``--evaluator``."""
     if args.evaluator == "oracle":
-        return OracleEvaluator(collection), LocalRewriter(idf=retriever.idf)
+        oracle = OracleEvaluator(collection, args.false_negative, args.false_positive)
+        return oracle, LocalRewriter(idf=retriever.idf), oracle
     if args.evaluator == "local":
-        return LocalEvaluator(retriever.embedder, idf=retriever.idf), LocalRewriter(
-            idf=retriever.idf
-        )
+        local = LocalEvaluator(retriever.embedder, idf=retriever.idf)
+        return local, LocalRewriter(idf=retriever.idf), local
     if not args.llm_url or not args.model:
-        raise SystemExit("--evaluator llm needs --llm-url and --model")
+        raise SystemExit("--evaluator llm needs --llm-url and --model (or --qrels-judge)")
     client = OpenAIChatClient(args.llm_url, model=args.model)
-    if args.grading == "two-call":
-        return LLMEvaluator(client), LLMRewriter(client)
-    return LLMEvaluator(client, propose=True), LLMRewriter(client)
+    propose = {"default": None, "one-call": True, "two-call": False}[args.grading]
+    # single shot gets an evaluator (and verdict cache) of its own: sharing one would let the
+    # loop read single shot's verdicts from the cache and hide the loop's own calls
+    return LLMEvaluator(client, propose=propose), LLMRewriter(client), LLMEvaluator(client)
 
 
 def keep_policy(name: str) -> Any:
@@ -175,7 +220,9 @@ def _brief(tally: Tally) -> dict[str, float]:
 def summary(report: dict[str, Any]) -> str:
     """The three arms side by side, and how the loop's runs ended."""
     rows = [
-        f"{report['collection']}, {report['evaluator']}, {report['queries']} queries",
+        f"{report['collection']}, {report['evaluator']}, {report['queries']} queries, "
+        f"noise fn={report['false_negative']} fp={report['false_positive']}, "
+        f"proposer {report['proposer']}",
         "arm                  recall  all_found  precision  judged/query",
     ]
     for arm in ("single_shot", "single_shot_matched", "corrective"):
@@ -222,21 +269,59 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
     parser.add_argument("--llm-url", default=None)
     parser.add_argument("--model", default=None)
-    parser.add_argument("--grading", choices=["one-call", "two-call"], default="one-call")
+    parser.add_argument("--grading", choices=["default", "one-call", "two-call"], default="default")
+    parser.add_argument(
+        "--qrels-judge",
+        action="store_true",
+        help="serve benchmarks/qrels_judge.py in this process for --evaluator llm",
+    )
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="--qrels-judge latency")
+    parser.add_argument(
+        "--retriever",
+        choices=["hybrid", "bm25"],
+        default="hybrid",
+        help="bm25: BM25 alone, no corpus embedding (not with --evaluator local)",
+    )
+    add_noise_flags(parser)
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     collection = load_collection(args.data)
-    model = SentenceTransformerEmbedder()
-    embedder = DiskCachedEmbedder(model, default_cache_path(model))
-    if args.evaluator == "local":
+    embedder: Any = None
+    if args.retriever == "bm25":
+        if args.evaluator == "local":
+            raise SystemExit("--retriever bm25 does not go with --evaluator local")
+        retriever: Any = BM25Retriever(collection)
+    else:
+        model = SentenceTransformerEmbedder()
+        embedder = DiskCachedEmbedder(model, default_cache_path(model))
+    if embedder is not None and args.evaluator == "local":
         retriever = build_retriever(collection, embedder)
-    else:  # the corpus's sentences are embedded ahead for the local judge only
+    elif embedder is not None:  # the corpus's sentences are embedded ahead for the local judge
         from benchmarks.overhead import build_store
 
         retriever = build_store(collection, embedder)
-    evaluator, rewriter = components(args, collection, retriever)
+    server = None
+    if args.qrels_judge:
+        reply = qrels_reply(
+            collection,
+            false_negative=args.false_negative,
+            false_positive=args.false_positive,
+            proposer=args.proposer,
+        )
+        server = ScriptedLLMServer(reply, latency=args.latency_ms / 1e3)
+        server.start()
+        args.llm_url, args.model = server.base_url, args.model or "qrels-judge"
+    try:
+        return _run(args, collection, embedder, retriever)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retriever: Any) -> int:
+    evaluator, rewriter, single_evaluator = components(args, collection, retriever)
     policy = keep_policy(args.policy)
     try:
         loop = CorrectiveRAGOrchestrator(
@@ -262,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         truth = collection.relevant(qid)
         started = time.perf_counter()
         hits = retriever.retrieve(question, top_k=args.k * args.iterations)
-        fixed = judge_top(evaluator, policy, question, hits)
+        fixed = judge_top(single_evaluator, policy, question, hits)
         fixed_seconds = time.perf_counter() - started
         single.add(fixed[0], truth, fixed[1], fixed[2], fixed_seconds)
         started = time.perf_counter()
@@ -273,7 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         # the same call as the fixed arm when the loop judged as many (a batch-aware judge's
         # verdicts depend on the batch, so a shorter list is judged on its own)
         same = judged >= len(hits)
-        matched_run = fixed if same else judge_top(evaluator, policy, question, hits[:judged])
+        matched_run = (
+            fixed if same else judge_top(single_evaluator, policy, question, hits[:judged])
+        )
         seconds = fixed_seconds if same else time.perf_counter() - started
         matched.add(matched_run[0], truth, matched_run[1], matched_run[2], seconds)
         stops[result.stop_reason.value] += 1
@@ -319,11 +406,17 @@ def main(argv: list[str] | None = None) -> int:
         corrective.rewrite_prompt_tokens += result.usage.rewriting.prompt_tokens
         reason = result.stop_reason.value
         corrective.stop_reasons[reason] = corrective.stop_reasons.get(reason, 0) + 1
-    embedder.save()
+    if embedder is not None:
+        embedder.save()
     report = {
         "collection": collection.name,
         "evaluator": args.evaluator,
+        "retriever": args.retriever,
         "grading": args.grading if args.evaluator == "llm" else None,
+        "judge": "qrels-judge" if args.qrels_judge else args.model,
+        "proposer": args.proposer if args.qrels_judge else None,
+        "false_negative": args.false_negative,
+        "false_positive": args.false_positive,
         "policy": args.policy,
         "k": args.k,
         "iterations": args.iterations,

@@ -144,7 +144,9 @@ class Retrieved:
         return cls(hit.document.id, hit.score, hit.rank, hit.legs)
 
 
-# The verdict score scale (see Verdict.score): the evaluators write it, the policies read it.
+# The verdict contract (see Verdict): the one score scale every evaluator writes, the parser
+# (corrective_rag.evaluate.normalise) maps model replies onto and the filter policies read.
+# These two numbers are the label boundaries; every other module takes them from here.
 RELEVANT_FROM = 0.5  # a score from here is a relevant verdict (medium or high); below, irrelevant
 HIGH_FROM = 0.7  # a score from here is high relevance, as CRAG's "correct" and the LLM prompt's
 
@@ -179,6 +181,29 @@ class Verdict:
     A verdict is either *graded* (``relevant``, ``label``, ``score`` and ``confidence`` set) or
     *ungraded* (all four ``None``, ``error`` says why, ``raw`` keeps what the model said). An
     ungraded verdict is never counted as relevant nor as irrelevant.
+
+    The verdict contract, which the parser, the filter policy, both evaluators and both
+    rewriters follow:
+
+    * ``relevant`` is the evaluator's decision and has the last word against keeping: a
+      verdict that says not relevant is never kept, whatever its score or confidence. A
+      relevant verdict is kept only when its score and confidence also pass the filter policy
+      (:func:`corrective_rag.evaluate.policy.decide`), so a relevant verdict with a low score
+      is dropped too: disagreement between the fields always resolves toward dropping.
+    * ``score`` grades how relevant, on one 0..1 scale (see below). A model's reply on
+      another scale is mapped onto it only when the scale is known: declared (``"8/10"``,
+      ``"85%"``, a ``scale`` key), or a bare number in (1, 10], read as 0-10; a bare number
+      above 10 is refused, never guessed to be a percentage.
+    * ``label`` names the score's band: ``LOW`` below ``RELEVANT_FROM``, ``MEDIUM`` from it,
+      ``HIGH`` from ``HIGH_FROM``. A parsed label that disagrees with the score is kept as the
+      model said it (it is recorded, not used to decide).
+    * ``confidence`` is how likely the verdict (relevant or not) is right. The policy keeps a
+      medium score only when confident, and the stop rule counts only confident keeps
+      (:func:`corrective_rag.loop.stopping.stop_rule`); an evaluator should make it a
+      probability of being right (a calibrated one where it can), not a constant.
+    * What the loop did with a verdict (kept, dropped, ungraded) is the policy's decision, not
+      the verdict's: rewriters learn from the documents the policy kept
+      (:attr:`RewriteRequest.kept_ids`), never from ``relevant`` alone.
 
     Attributes:
         score: graded relevance, 0..1, on the one scale every evaluator writes and the filter
@@ -327,12 +352,29 @@ class Judged:
 
 @dataclass(frozen=True, slots=True)
 class RewriteRequest:
-    """What a rewriter gets: the original question, every query tried so far and the feedback."""
+    """What a rewriter gets: the original question, every query tried so far and the feedback.
+
+    ``kept_ids`` are the documents the filter policy kept (the loop always sets it): a rewriter
+    learns from these only, and treats every other graded document as dropped, whatever its
+    verdict said. ``None`` (a request built by hand) falls back to the verdicts' ``relevant``.
+    """
 
     question: str
     tried_queries: tuple[str, ...]
     judged: tuple[Judged, ...]
     proposal: Proposal | None = None  # the evaluator's proposed next query, to check first
+    kept_ids: frozenset[str] | None = None
+
+    def kept(self) -> tuple[Judged, ...]:
+        """The judged documents the policy kept, in judging order."""
+        if self.kept_ids is None:
+            return tuple(j for j in self.judged if j.verdict.relevant)
+        return tuple(j for j in self.judged if j.document.id in self.kept_ids)
+
+    def dropped(self) -> tuple[Judged, ...]:
+        """The graded documents the policy did not keep, in judging order."""
+        kept = {j.document.id for j in self.kept()}
+        return tuple(j for j in self.judged if j.verdict.graded and j.document.id not in kept)
 
 
 class RewriteSource(str, enum.Enum):
@@ -350,7 +392,9 @@ class Rewrite:
     ``query`` is ``None`` when no acceptable rewrite was made; ``rejected`` then says why (for
     example the drift guard refused a candidate, which is kept in ``candidate``). ``source``
     says what produced the next search (a rejected rewrite: ``NEXT_HITS`` once the loop goes on
-    with the question's next-best unjudged hits).
+    with the question's next-best unjudged hits). ``feedback`` is a further query made with no
+    LLM call from the kept documents (the local rewriter's bridge terms), searched as a lane of
+    its own beside ``query`` and the question's next hits.
     """
 
     query: str | None
@@ -359,6 +403,7 @@ class Rewrite:
     candidate: str | None = None
     usage: Usage = Usage()
     source: RewriteSource = RewriteSource.REWRITER
+    feedback: str | None = None
 
 
 class CragAction(str, enum.Enum):
@@ -382,7 +427,10 @@ class FallbackMode(str, enum.Enum):
 class StopReason(str, enum.Enum):
     """Why a run ended; reaching a cap is a stop reason, never an exception."""
 
-    ENOUGH_RELEVANT = "enough_relevant"
+    ENOUGH_RELEVANT = "enough_relevant"  # min_relevant keeps that are relevant and confident
+    # min_relevant kept, too few of them confidently, and the last iteration kept nothing new:
+    # the run stopped searching, but what it kept is not confirmed (not a success)
+    KEPT_UNCONFIDENT = "kept_unconfident"
     ITERATION_CAP = "iteration_cap"
     NO_PROGRESS = "no_progress"
     REWRITE_FAILED = "rewrite_failed"
@@ -501,6 +549,7 @@ def record_fields(record: IterationRecord) -> dict[str, Any]:
         "rewrite_rationale": rewrite.rationale if rewrite else None,
         "rewrite_rejected": rewrite.rejected if rewrite else None,
         "rewrite_source": rewrite.source.value if rewrite else None,
+        "rewrite_feedback": rewrite.feedback if rewrite else None,
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,

@@ -18,6 +18,7 @@ relevant or irrelevant.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,10 @@ class LLMEvaluator:
         context_tokens: the model's context budget: a call's prompt (counted with
             ``token_counter``) plus the tokens reserved for its reply stay within it.
         propose: judge and propose: the grading call also returns what the documents lack and a
-            next query (``Evaluation.proposal``), saving the rewriter's call when it is accepted.
+            next query (``Evaluation.proposal``), in place of the rewriter's own call. ``None``
+            (the default): decided by the loop, which proposes when its rewriter uses this
+            same chat model (one call per iteration) and not when it has a chat model of its
+            own (two calls, each model doing its part); see :meth:`for_rewriter`.
         strict: strict JSON, and failures raise instead of becoming ungraded verdicts.
         max_workers: batches graded at the same time.
         cache: verdict cache; None makes a private one (pass ``VerdictCache(0)`` to disable).
@@ -93,7 +97,7 @@ class LLMEvaluator:
         batch_size: int | None = None,
         max_doc_tokens: int = 400,
         context_tokens: int = 8192,
-        propose: bool = False,
+        propose: bool | None = None,
         strict: bool = False,
         max_workers: int = 4,
         cache: VerdictCache | None = None,
@@ -113,7 +117,7 @@ class LLMEvaluator:
         self.batch_size = batch_size
         self.max_doc_tokens = max_doc_tokens
         self.context_tokens = context_tokens
-        self.propose = bool(propose)
+        self.propose = propose if propose is None else bool(propose)
         self.strict = bool(strict)
         self.max_workers = max_workers
         self.cache = cache if cache is not None else VerdictCache()
@@ -126,6 +130,21 @@ class LLMEvaluator:
                 f"context_tokens={context_tokens}"
             )
 
+    def for_rewriter(self, rewriter: object) -> LLMEvaluator:
+        """The evaluator a loop with ``rewriter`` uses: proposing when they share a chat model.
+
+        Only an evaluator left at ``propose=None`` is changed: when ``rewriter`` asks the same
+        chat model (its ``chat`` is this one's), grading and proposing are one call, as the
+        command line does; the copy shares this evaluator's cache and token counter. An
+        explicit ``propose`` is the user's choice and is kept.
+        """
+        if self.propose is not None or getattr(rewriter, "chat", None) is not self.chat:
+            return self
+        proposing = copy.copy(self)
+        proposing.propose = True
+        proposing._system_tokens = None  # the proposing prompt is longer
+        return proposing
+
     # -- batch sizing ------------------------------------------------------------------------
 
     def _fixed_tokens(self, question_tokens: int, *, exact: bool = True) -> int:
@@ -134,7 +153,7 @@ class LLMEvaluator:
         Not ``exact``: the system prompt is estimated from its length (at most a token per three
         characters of English), so that sizing a batch in advance does not load tiktoken.
         """
-        system = prompts.grader_messages("", [], propose=self.propose)[0]["content"]
+        system = prompts.grader_messages("", [], propose=bool(self.propose))[0]["content"]
         if not exact:
             system_tokens = len(system) // 3
         else:
@@ -310,7 +329,7 @@ class LLMEvaluator:
         A batch of a document graded alone (injection-shaped) never proposes: its text could
         steer the proposal.
         """
-        propose = self.propose and not _flagged(batch[0])
+        propose = bool(self.propose) and not _flagged(batch[0])
         if len(batch) == 1 and not propose:
             return (*self._grade_singles(question, batch), None)
         ids = [i.document.id for i in batch]

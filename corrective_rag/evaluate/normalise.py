@@ -5,15 +5,26 @@ Models write verdicts in many shapes. These functions accept:
 - relevance as a bool, ``"yes"``/``"no"``, ``"true"``/``"false"``, ``1``/``0``, or a label;
 - labels ``high``/``medium``/``low`` and synonyms (``relevant``, ``partially relevant``,
   ``irrelevant``, ``not relevant``, ...), in any case;
-- scores and confidences as numbers or numeric strings, ``"85%"``, ``"8/10"``, percentages
-  (``85`` -> 0.85), or on a declared 1-10 / 1-5 scale (a ``scale``, ``out_of`` or ``max_score``
-  key in the verdict, which applies to the score only);
+- scores and confidences as numbers or numeric strings, ``"85%"`` and ``"8/10"`` (scales the
+  value declares), or on a declared 1-10 / 1-5 scale (a ``scale``, ``out_of`` or ``max_score``
+  key in the verdict, which applies to the score only). A bare number above 1 with no declared
+  scale is read on 0-10 (``7`` -> 0.7: the scale models fall back to when they leave 0..1), and
+  a score above 10 is refused: a percentage read would turn a 0-10 ``7`` into 0.07. A bare
+  confidence in (10, 100] is a percentage (a confidence cannot be out of 10 and above 10);
 
-and fill what is missing from what is present:
+and fill what is missing from what is present, on the boundaries of the verdict contract
+(:class:`~corrective_rag.types.Verdict`, ``types.RELEVANT_FROM`` and ``types.HIGH_FROM``):
 
-- no score: from the label (high 0.9, medium 0.6, low 0.2), else from ``relevant`` (0.8 / 0.2);
-- no label: from the score (>= 0.7 high, >= 0.4 medium, else low);
-- no ``relevant``: score >= 0.5 (so a lone label high/medium means relevant, low not);
+- no score: from the label (high 0.9, medium 0.6, low 0.2: the middle of each band), else from
+  ``relevant`` (0.8 / 0.2);
+- no label: from the score (>= ``HIGH_FROM`` high, >= ``RELEVANT_FROM`` medium, else low);
+- no ``relevant``: score >= ``RELEVANT_FROM`` (so a lone label high/medium means relevant, low
+  not).
+
+What the model said is recorded as it said it: a verdict whose ``relevant`` disagrees with its
+score stays that way here, and the filter policy resolves it (not relevant is never kept).
+Other defaults:
+
 - no confidence: :data:`DEFAULT_CONFIDENCE` (0.5). We chose "undecided" rather than "sure":
   a model that never states its confidence should not pass a confidence threshold above 0.5 by
   default; policies that ignore confidence are unaffected.
@@ -29,11 +40,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from corrective_rag.errors import VerdictParseError
-from corrective_rag.types import Relevance, Verdict, missing_items
+from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Relevance, Verdict, missing_items
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "LABEL_SCORES",
+    "UNDECLARED_TOP",
     "normalise_verdict",
     "to_label",
     "to_relevant",
@@ -42,8 +54,7 @@ __all__ = [
 
 DEFAULT_CONFIDENCE = 0.5
 LABEL_SCORES = {Relevance.HIGH: 0.9, Relevance.MEDIUM: 0.6, Relevance.LOW: 0.2}
-_HIGH_FROM, _MEDIUM_FROM = 0.7, 0.4  # score thresholds that name the label
-_RELEVANT_FROM = 0.5
+UNDECLARED_TOP = 10.0  # a bare number above 1 is read on 0-10; above this it is refused
 
 _TRUE = {"true", "yes", "y", "1", "relevant", "high", "medium", "partially relevant", "partial"}
 _FALSE = {"false", "no", "n", "0", "irrelevant", "not relevant", "low", "none", "not_relevant"}
@@ -89,10 +100,11 @@ def to_unit(value: Any, *, scale: float | None = None) -> float | None:
     Args:
         value: a number, a numeric string, ``"85%"`` or ``"8/10"``.
         scale: the declared top of the scale (10 for 1-10, 5 for 1-5); None means 0..1, with
-            values in (1, 100] read as percentages.
+            values in (1, 10] read on 0-10.
 
     Raises:
-        VerdictParseError: a number that fits no scale (negative, above the scale).
+        VerdictParseError: a number that fits no scale (negative, above the scale, or above
+            10 with no declared scale).
     """
     if isinstance(value, str):
         if match := _PERCENT.match(value):
@@ -104,11 +116,23 @@ def to_unit(value: Any, *, scale: float | None = None) -> float | None:
         return None
     if scale is not None and scale > 0 and scale != 1:
         number = number / scale
-    elif number > 1.0:
-        number = number / 100.0  # an undeclared number above 1 is a percentage
+    elif 1.0 < number <= UNDECLARED_TOP:
+        number = number / UNDECLARED_TOP  # models that leave 0..1 mostly grade out of 10
     if not 0.0 <= number <= 1.0:
         raise VerdictParseError(f"value {value!r} is outside its scale", raw=str(value))
     return number
+
+
+def _confidence(value: Any) -> float | None:
+    """A confidence on 0..1: as :func:`to_unit`, and a bare number in (10, 100] a percentage.
+
+    Unlike a score, a confidence above 10 can only be out of 100 (how models most often state
+    it, "confidence": 85); between 1 and 10 it is read on 0-10 like a score.
+    """
+    number = _number(value)
+    if number is not None and UNDECLARED_TOP < number <= 100.0:
+        return number / 100.0
+    return to_unit(value)
 
 
 def to_relevant(value: Any) -> bool | None:
@@ -136,9 +160,9 @@ def to_label(value: Any) -> Relevance | None:
 
 
 def _label_from_score(score: float) -> Relevance:
-    if score >= _HIGH_FROM:
+    if score >= HIGH_FROM:
         return Relevance.HIGH
-    if score >= _MEDIUM_FROM:
+    if score >= RELEVANT_FROM:
         return Relevance.MEDIUM
     return Relevance.LOW
 
@@ -176,7 +200,7 @@ def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "
     scale = _declared_scale(item)
     try:
         score = to_unit(item.get("score", item.get("relevance_score")), scale=scale)
-        confidence = to_unit(item.get("confidence"))  # a declared scale is the score's
+        confidence = _confidence(item.get("confidence"))  # a declared scale is the score's
     except VerdictParseError as exc:
         raise VerdictParseError(f"verdict for {document_id!r}: {exc}", raw=raw) from None
     label_value = item.get("label", item.get("relevance"))
@@ -193,7 +217,7 @@ def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "
     if label is None:
         label = _label_from_score(score)
     if relevant is None:
-        relevant = score >= _RELEVANT_FROM
+        relevant = score >= RELEVANT_FROM
     return Verdict(
         document_id=document_id,
         relevant=relevant,

@@ -3,8 +3,10 @@
 Pure functions over frozen values, so they can be property-tested:
 
 * :func:`decide` turns one verdict into a :class:`Decision` under a :class:`FilterPolicy`:
-  a high score is kept (unless the evaluator is almost unsure), a medium score only with high
-  confidence, a low score is dropped; an ungraded verdict is neither kept nor dropped.
+  a verdict that says not relevant is dropped whatever its score (the verdict contract,
+  :class:`~corrective_rag.types.Verdict`); of the relevant ones, a high score is kept (unless
+  the evaluator is almost unsure), a medium score only with high confidence, a low score is
+  dropped; an ungraded verdict is neither kept nor dropped.
 * :func:`crag_action` turns one iteration's verdicts into CRAG's correct / ambiguous / incorrect.
 
 Named presets (:data:`PRESETS`, :func:`get_policy`) tune the thresholds per domain.
@@ -21,7 +23,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int, is_number
-from corrective_rag.types import CragAction, Verdict
+from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, CragAction, Verdict
 
 __all__ = [
     "PRESETS",
@@ -74,9 +76,9 @@ class FilterPolicy:
     """
 
     name: str = "custom"
-    high_score: float = 0.7
+    high_score: float = HIGH_FROM
     high_confidence: float = 0.3
-    medium_score: float = 0.5
+    medium_score: float = RELEVANT_FROM
     medium_confidence: float = 0.7
     min_relevant: int = 3
     stop_confidence: float = 0.7
@@ -113,8 +115,14 @@ class FilterPolicy:
         return cls(**dict(data))
 
 
-# Presets. Medical and legal answers are costly when wrong, so they demand higher scores and
-# more confident medium verdicts; e-commerce tolerates loose matches (a near product is useful).
+# Presets. Their numbers are judgement calls, not measurements: no collection here has graded
+# relevance for these domains to fit them on. What they encode is a direction: medical and
+# legal answers are costly when wrong, so they demand higher scores and more confident medium
+# verdicts; e-commerce tolerates loose matches (a near product is useful). ``general`` puts its
+# bands on the verdict contract's own boundaries (types.RELEVANT_FROM, types.HIGH_FROM). An
+# evaluator whose relevant verdicts carry low confidence (a calibrated probability near 0.3) is
+# dropped more under the stricter presets: that is the presets' intent, not a bug; measure your
+# own judge against them (benchmarks/loop.py --policy) before choosing one.
 PRESETS: Mapping[str, FilterPolicy] = {
     "general": FilterPolicy(name="general"),
     "medical": FilterPolicy(
@@ -158,9 +166,15 @@ def get_policy(name: str) -> FilterPolicy:
 
 
 def decide(verdict: Verdict, policy: FilterPolicy) -> Decision:
-    """Keep, drop or leave ungraded one verdict under ``policy``."""
+    """Keep, drop or leave ungraded one verdict under ``policy``.
+
+    A verdict that says not relevant is dropped whatever its score and confidence: the fields
+    disagree, and the contract resolves every disagreement toward dropping.
+    """
     if not verdict.graded or verdict.score is None or verdict.confidence is None:
         return Decision.UNGRADED
+    if not verdict.relevant:
+        return Decision.DROP
     score, confidence = verdict.score, verdict.confidence
     # Two rules joined by "or", so that a higher score or confidence can never lose a document.
     high = score >= policy.high_score and confidence >= policy.high_confidence
@@ -172,11 +186,13 @@ def crag_action(verdicts: Sequence[Verdict], policy: FilterPolicy) -> CragAction
     """CRAG's action for one iteration's verdicts (Yan et al. 2024, thresholds from ``policy``).
 
     *Correct* when any graded score reaches ``correct_at``; *incorrect* when every graded score
-    is below ``incorrect_below``; otherwise *ambiguous*. With verdicts but none graded, the
-    evaluator could not tell: *ambiguous*. With no verdicts at all nothing usable was found:
-    *incorrect*, so that a fallback source replaces the empty local results.
+    is below ``incorrect_below``; otherwise *ambiguous*. A verdict that says not relevant
+    counts as below ``incorrect_below`` whatever its score (the verdict contract). With
+    verdicts but none graded, the evaluator could not tell: *ambiguous*. With no verdicts at
+    all nothing usable was found: *incorrect*, so that a fallback source replaces the empty
+    local results.
     """
-    scores = [v.score for v in verdicts if v.graded and v.score is not None]
+    scores = [v.score if v.relevant else 0.0 for v in verdicts if v.graded and v.score is not None]
     if not scores:
         return CragAction.AMBIGUOUS if verdicts else CragAction.INCORRECT
     if max(scores) >= policy.correct_at:

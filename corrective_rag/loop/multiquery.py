@@ -14,9 +14,10 @@ from corrective_rag.protocols import Retriever
 from corrective_rag.store.fusion import reciprocal_rank_fusion
 from corrective_rag.types import Document, Hit, LegScore
 
-__all__ = ["QUERY_LEGS", "search_queries"]
+__all__ = ["FEEDBACK_LEG", "QUERY_LEGS", "search_queries"]
 
 QUERY_LEGS = ("question", "rewrite")  # leg names recorded on fused hits, in query order
+FEEDBACK_LEG = "feedback"  # the free feedback query from the kept documents (Rewrite.feedback)
 
 
 def search_queries(
@@ -25,19 +26,22 @@ def search_queries(
     *,
     top_k: int,
     where: Mapping[str, Any] | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[Hit]:
     """Search each query for ``top_k`` hits and fuse the lists, best first.
 
-    With one query its hits come back unchanged. With two, each fused hit carries the RRF score,
-    its fused rank, and one :class:`LegScore` per query that found it (``question`` /
-    ``rewrite``, with the retriever's own rank and score for that query).
+    With one query its hits come back unchanged. With more, each fused hit carries the RRF
+    score, its fused rank, and one :class:`LegScore` per query that found it, named by
+    ``names`` (default ``question``, ``rewrite``, ``query3``, ...), with the retriever's own
+    rank and score for that query.
     """
     lists = [retriever.retrieve(q, top_k=top_k, where=where) for q in queries]
     if len(lists) == 1:
         return list(lists[0])
     docs: dict[str, Document] = {}
     legs: dict[str, list[LegScore]] = {}
-    names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(lists) + 1))]
+    if names is None:
+        names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(lists) + 1))]
     for name, hits in zip(names, lists, strict=False):
         for hit in hits:
             docs.setdefault(hit.document.id, hit.document)

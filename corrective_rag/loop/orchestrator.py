@@ -32,10 +32,10 @@ from corrective_rag.llm.spent import spent_before
 from corrective_rag.logs import get_logger
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.lanes import take_turns
-from corrective_rag.loop.multiquery import search_queries
+from corrective_rag.loop.multiquery import FEEDBACK_LEG, QUERY_LEGS, search_queries
 from corrective_rag.loop.refine import recompose, refine
-from corrective_rag.loop.state import Run, Step, kept_order, proposal_of, proposal_repeats
-from corrective_rag.loop.stopping import enough_relevant
+from corrective_rag.loop.state import Run, Step, kept_order, proposal_of
+from corrective_rag.loop.stopping import stop_rule
 from corrective_rag.protocols import (
     ContextualEvaluator,
     Evaluator,
@@ -139,6 +139,12 @@ class CorrectiveRAGOrchestrator:
             raise ConfigError(f"generator must implement Generator, got {generator!r}")
         if fallback is not None and not isinstance(fallback, Retriever):
             raise ConfigError(f"fallback must implement Retriever, got {fallback!r}")
+        # One call per iteration by default: an evaluator that can propose the next query in
+        # its grading call (LLMEvaluator left at propose=None) does so when the rewriter asks
+        # the same chat model; a rewriter with a model of its own keeps its own call.
+        for_rewriter = getattr(evaluator, "for_rewriter", None)
+        if callable(for_rewriter):
+            evaluator = for_rewriter(rewriter)
         if isinstance(policy, str):
             policy = get_policy(policy)
         if not isinstance(policy, FilterPolicy):
@@ -254,6 +260,10 @@ class CorrectiveRAGOrchestrator:
             elif record.rewrite is not None and record.rewrite.source is RewriteSource.NEXT_HITS:
                 query = question  # no acceptable rewrite: the question's next-best unjudged hits
                 st.rejected = record.rewrite.rejected
+            # the free feedback query (no LLM call) is searched as a lane of its own
+            st.feedback = record.rewrite.feedback if record.rewrite is not None else None
+            if st.feedback is not None:
+                st.tried.append(st.feedback)
 
         kept = sorted(st.kept.values(), key=kept_order)
         strips, answer = self._answer(st, kept)
@@ -292,15 +302,22 @@ class CorrectiveRAGOrchestrator:
         self, st: Run, index: int, query: str, *, last: bool
     ) -> tuple[IterationRecord, tuple[StopReason, str] | None]:
         t0 = time.perf_counter()
-        searched = tuple(dict.fromkeys((st.question, query)))
-        local = self._step(st, self.retriever, searched)
+        # each query is a lane (loop/lanes.py): the question, the rewrite, the free feedback
+        lanes: dict[str, str] = {}
+        for name, text in zip(
+            (*QUERY_LEGS, FEEDBACK_LEG), (st.question, query, st.feedback), strict=True
+        ):
+            if text is not None and text not in lanes.values():
+                lanes[name] = text
+        searched = tuple(lanes.values())
+        local = self._step(st, self.retriever, searched, tuple(lanes))
         steps = [local]
         action = crag_action(local.verdicts, self.policy)
         mode = None
         if self.fallback is not None and action is not CragAction.CORRECT and not st.spent():
             replaced = action is CragAction.INCORRECT
             try:
-                extra = self._step(st, self.fallback, searched)
+                extra = self._step(st, self.fallback, searched, tuple(lanes))
             except Cancelled:
                 raise  # Ctrl-C ends the run, as it does during an LLM call
             except SearchSkippedError as exc:
@@ -339,8 +356,8 @@ class CorrectiveRAGOrchestrator:
         # judged new documents and kept none (with none to judge, no_progress says more)
         stalled = index > 1 and new > 0 and not any(s.kept for s in steps)
         kept = [k.verdict for k in st.kept.values()]
-        if enough := enough_relevant(kept, self.policy, stalled=stalled):
-            ended = (StopReason.ENOUGH_RELEVANT, enough)
+        if rule := stop_rule(kept, self.policy, stalled=stalled):
+            ended = rule  # enough_relevant, or kept_unconfident (stopped, not confirmed)
         elif new == 0 and st.rejected is not None:
             why = f"rewrite rejected ({st.rejected}) and the question has no unjudged hits left"
             ended = (StopReason.REWRITE_FAILED, why)
@@ -355,11 +372,12 @@ class CorrectiveRAGOrchestrator:
             ended = (StopReason.ITERATION_CAP, f"reached max_iterations={index}")
         elif spent := st.spent():
             ended = (StopReason.BUDGET_EXHAUSTED, f"before rewrite {index}: {spent}")
-        elif (proposal := proposal_of(steps)) and proposal_repeats(st, steps, proposal):
-            why = f"kept nothing new and the proposed query repeats a tried one: {proposal.query!r}"
-            ended = (StopReason.NO_PROGRESS, why)
         else:
-            rewrite = self._rewrite(st, proposal)
+            # A repeated or rejected proposal does not end the run while the question has
+            # unjudged hits: the rewriter refuses it (no call of its own), and the next
+            # iteration pages the question's next-best hits; no_progress comes only when
+            # nothing new is left to judge (above).
+            rewrite = self._rewrite(st, proposal_of(steps))
             st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
             dead = grading.failed_calls > 0 and not any(
                 v.graded for s in steps for v in s.verdicts
@@ -391,12 +409,14 @@ class CorrectiveRAGOrchestrator:
         )
         return record, ended
 
-    def _step(self, st: Run, retriever: Retriever, queries: Sequence[str]) -> Step:
+    def _step(
+        self, st: Run, retriever: Retriever, queries: Sequence[str], names: Sequence[str]
+    ) -> Step:
         """Search one source, skip what was judged, judge up to top_k new documents, filter."""
         k = min(st.top_k + len(st.judged), self.candidate_limit)
         # The run's filter is the local store's: a fallback (a web search) has its own, or none.
         where = st.where if retriever is self.retriever else None
-        hits = search_queries(retriever, queries, top_k=k, where=where)
+        hits = search_queries(retriever, queries, top_k=k, where=where, names=names)
         cap = st.top_k
         left = st.document_cap(self._docs_per_call)
         cap = cap if left is None else min(cap, left)
@@ -470,7 +490,13 @@ class CorrectiveRAGOrchestrator:
         return verdicts, evaluation.usage, proposal
 
     def _rewrite(self, st: Run, proposal: Proposal | None = None) -> Rewrite:
-        request = RewriteRequest(st.question, tuple(st.tried), tuple(st.judged_docs), proposal)
+        request = RewriteRequest(
+            st.question,
+            tuple(st.tried),
+            tuple(st.judged_docs),
+            proposal,
+            kept_ids=frozenset(st.kept),  # rewriters learn from what the policy kept only
+        )
         try:
             rewrite = self.rewriter.rewrite(request)
         except LLMError as exc:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corrective_rag.loop.budget import Budget
-from corrective_rag.rewrite.guard import repeats
 from corrective_rag.types import (
     Document,
     Hit,
@@ -23,7 +22,7 @@ from corrective_rag.types import (
     Verdict,
 )
 
-__all__ = ["Run", "Step", "kept_order", "proposal_of", "proposal_repeats"]
+__all__ = ["Run", "Step", "kept_order", "proposal_of"]
 
 
 @dataclass(slots=True)
@@ -50,6 +49,7 @@ class Run:
     # run many at once), so no part of the loop logs through the unbound module logger
     log: Any = None
     refine_error: str | None = None  # knowledge refinement failed: why (the result is kept)
+    feedback: str | None = None  # the free feedback query searched next (Rewrite.feedback)
 
     def document_cap(self, per_call: int | None) -> int | None:
         """Documents the evaluator may still be sent under the call budget (``None``: any)."""
@@ -83,11 +83,6 @@ class Step:
 def proposal_of(steps: Sequence[Step]) -> Proposal | None:
     """The iteration's proposed next query: the first source's that made one."""
     return next((s.proposal for s in steps if s.proposal is not None), None)
-
-
-def proposal_repeats(st: Run, steps: Sequence[Step], proposal: Proposal) -> bool:
-    """Nothing new kept, and the evaluator proposes a query already tried: no rewrite will help."""
-    return not any(s.kept for s in steps) and repeats(proposal.query, st.question, st.tried)
 
 
 def kept_order(kept: KeptDocument) -> tuple[float, int, int, str]:

@@ -1,15 +1,27 @@
 """``LLMRewriter``: asks a chat model for the next query, using the evaluator's feedback.
 
 When the request carries the evaluator's proposal (judge and propose: the grading call already
-proposed a next query) the proposal passes the shared drift guard instead of a call of our own;
-only a rejected proposal costs a call. The prompt carries the original question, every query
-tried, an excerpt of each kept document and what the judged documents were missing. The
-candidate then passes the drift guard. The original question is never replaced: a rewrite is
-only ever a new query to try next.
+proposed a next query) the proposal passes the shared drift guard instead of a call of our own.
+A rejected proposal (it repeats a tried query, or is the question itself) costs no call either:
+the loop then judges the question's next-best unjudged hits, as a single search would, so a
+model that keeps proposing the question does not end the run. Without a proposal the model is
+asked: the prompt carries the original question, every query tried, an excerpt of each kept
+document and what the judged documents were missing. The candidate then passes the drift
+guard. The original question is never replaced: a rewrite is only ever a new query to try next.
+
+Beside the model's query, the rewriter adds free feedback (``Rewrite.feedback``): the
+:class:`~corrective_rag.rewrite.local.LocalRewriter`'s query from the kept documents (their
+bridge names and terms), made without an LLM call. The loop searches it as a lane of its own,
+so a model whose rewrites add nothing still gets the kept documents' bridge terms, and a model
+whose rewrites are good keeps its slots (lanes earn slots by what they find: loop/lanes.py).
+Only documents the filter policy kept are quoted or learned from; dropped ones are described by
+their verdict's reasoning alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
@@ -18,8 +30,10 @@ from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.spent import attach_spent
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
-from corrective_rag.rewrite.guard import check_rewrite
-from corrective_rag.types import Rewrite, RewriteRequest, RewriteSource, Usage
+from corrective_rag.rewrite import guard
+from corrective_rag.rewrite.guard import check_rewrite, normalise_query
+from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.types import Judged, Rewrite, RewriteRequest, RewriteSource, Usage
 
 __all__ = ["LLMRewriter"]
 
@@ -36,6 +50,9 @@ class LLMRewriter:
         strict: strict JSON, and LLM or parse failures raise instead of a rejected rewrite.
         max_feedback: at most this many judged documents are described (kept ones first).
         excerpt_chars: characters of each kept document quoted as "what it contained".
+        free_feedback: also make the local rewriter's query from the kept documents (no LLM
+            call), searched as a lane beside the model's (``Rewrite.feedback``).
+        idf: ``term -> idf`` for that local query (for example the hybrid store's ``idf``).
     """
 
     def __init__(
@@ -45,6 +62,8 @@ class LLMRewriter:
         strict: bool = False,
         max_feedback: int = 8,
         excerpt_chars: int = 200,
+        free_feedback: bool = True,
+        idf: Callable[[str], float] | None = None,
     ) -> None:
         if not callable(getattr(chat, "complete", None)):
             raise ConfigError("chat must have a complete(messages, ...) method")
@@ -56,20 +75,35 @@ class LLMRewriter:
         self.strict = bool(strict)
         self.max_feedback = max_feedback
         self.excerpt_chars = excerpt_chars
+        self.local = LocalRewriter(idf=idf) if free_feedback else None
 
     def _feedback(self, request: RewriteRequest) -> list[dict[str, Any]]:
+        kept = {j.document.id for j in request.kept()}
         graded = [j for j in request.judged if j.verdict.graded]
-        graded.sort(key=lambda j: not j.verdict.relevant)  # kept ones first, stable otherwise
+        graded.sort(key=lambda j: j.document.id not in kept)  # kept ones first, stable otherwise
         return [
             {
                 "id": j.document.id,
-                "relevant": j.verdict.relevant,
+                # what the loop did with it: a relevant verdict the policy dropped is not kept
+                "relevant": j.document.id in kept,
                 "reasoning": j.verdict.reasoning,
                 "missing": ", ".join(j.verdict.missing) or None,
-                "excerpt": j.document.text[: self.excerpt_chars] if j.verdict.relevant else "",
+                "excerpt": j.document.text[: self.excerpt_chars] if j.document.id in kept else "",
             }
             for j in graded[: self.max_feedback]
         ]
+
+    def _free(self, request: RewriteRequest, rewrite: Rewrite) -> Rewrite:
+        """``rewrite`` with the local rewriter's query from the kept documents beside it."""
+        if self.local is None or not request.kept():
+            return rewrite
+        tried = (*request.tried_queries, *([rewrite.query] if rewrite.query else []))
+        local = self.local.rewrite(replace(request, tried_queries=tried, proposal=None))
+        if local.query is None or normalise_query(local.query) == normalise_query(
+            rewrite.query or ""
+        ):
+            return rewrite
+        return replace(rewrite, feedback=local.query)
 
     def rewrite(self, request: RewriteRequest) -> Rewrite:
         """Return the next query, or ``Rewrite(query=None, rejected=...)`` saying why not.
@@ -84,12 +118,18 @@ class LLMRewriter:
             raise InputError("the request's question must be a non-empty string")
         proposal = request.proposal
         if proposal is not None:
+            # the grading call already proposed: no call of our own, accepted or not. A
+            # rejected proposal pages the question's next hits (and the free lane) instead.
             proposed = " ".join(str(proposal.query).split())
             reason = check_rewrite(proposed, request.question, request.tried_queries)
+            reason = reason or _copied(proposed, request.judged)
             if reason is None:
                 why = f"grader's proposal; lacking: {proposal.lacking or '-'}"
-                return Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
+                accepted = Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
+                return self._free(request, accepted)
             log.info("proposal_rejected", reason=reason, candidate=proposed[:200])
+            rejected = Rewrite(None, rejected=f"proposal: {reason}", candidate=proposed or None)
+            return self._free(request, replace(rejected, source=RewriteSource.PROPOSAL))
         messages = prompts.rewriter_messages(
             request.question, request.tried_queries, self._feedback(request)
         )
@@ -126,11 +166,25 @@ class LLMRewriter:
         reason = check_rewrite(candidate, request.question, request.tried_queries)
         if reason is not None:
             log.info("rewrite_rejected", reason=reason, candidate=candidate[:200])
-            return Rewrite(
+            rejected = Rewrite(
                 query=None,
                 rationale=rationale,
                 rejected=reason,
                 candidate=candidate,
                 usage=reply.usage,
             )
-        return Rewrite(query=candidate, rationale=rationale, usage=reply.usage)
+            return self._free(request, rejected)
+        return self._free(request, Rewrite(query=candidate, rationale=rationale, usage=reply.usage))
+
+
+def _copied(candidate: str, judged: tuple[Judged, ...]) -> str | None:
+    """Why ``candidate`` is no query: a sentence copied from a judged document, else ``None``.
+
+    The check is ``rewrite.guard.is_copied_sentence`` where the guard has it (a statement of
+    the answer searches worse than the feedback lane); until then, nothing is refused here.
+    """
+    check = getattr(guard, "is_copied_sentence", None)
+    if check is None:
+        return None
+    texts = [j.document.text for j in judged]
+    return "proposal is a sentence copied from a document" if check(candidate, texts) else None

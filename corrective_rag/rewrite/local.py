@@ -97,14 +97,16 @@ class LocalRewriter:
             raise InputError("rewrite() takes a RewriteRequest")
         if not request.question.strip():
             raise InputError("question must be a non-empty string")
-        relevant = [j for j in request.judged if j.verdict.relevant]
+        # what the filter policy kept, never a verdict's own "relevant": a relevant verdict the
+        # policy dropped (unsure) is no ground to build a query on, nor to name in a rationale
+        relevant = list(request.kept())
         if not relevant:
             # With nothing kept there are no new words to learn; a query of the question's own
             # unmatched words searches less than the question does (on Cranfield, "effected
             # region" for a question on heat transfer). The loop then judges the question's
             # next-best hits instead, what a single search would judge.
             return Rewrite(None, rejected=NOTHING_KEPT)
-        rejected = [j for j in request.judged if j.verdict.relevant is False]
+        rejected = list(request.dropped())
         idf = self.idf or _judged_idf(request.judged)
         question_weights = term_weights(content_terms(request.question), idf)
         missing = _unmatched(question_weights, relevant)
@@ -115,7 +117,7 @@ class LocalRewriter:
         keep = [*names, *[t for t in missing if t not in named][: self.max_missing_terms]]
         if not keep:  # every question term is covered: anchor the query on the heaviest ones
             keep = list(sorted(question_weights, key=lambda t: -question_weights[t])[:2])
-        if focus := _unfound(question_weights, request.question, request.judged):
+        if focus := _unfound(question_weights, request.question, request.judged, relevant):
             # an entity of the question that no search has reached yet (the second thing a
             # comparison question names): search it alone, without terms from the first
             # document, which would pull the search back to what was already found
@@ -158,7 +160,9 @@ def _title(item: Judged) -> str:
     return title if isinstance(title, str) else ""
 
 
-def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged]) -> list[str]:
+def _unfound(
+    weights: dict[str, float], question: str, judged: Sequence[Judged], kept: Sequence[Judged]
+) -> list[str]:
     """The question's names that the search has not reached: entities still to find.
 
     A name counts when it holds a rare term that no judged document contains (rare: weighing at
@@ -176,7 +180,7 @@ def _unfound(weights: dict[str, float], question: str, judged: Sequence[Judged])
         return []
     floor = sum(found) / len(found)
     rare = {t for t, w in weights.items() if t not in seen and w >= floor}
-    relevant = [phrase_form(j.document.text) for j in judged if j.verdict.relevant]
+    relevant = [phrase_form(j.document.text) for j in kept]
     return [
         n
         for n in name_phrases(question)
@@ -302,7 +306,7 @@ def _rationale(
         parts.append(f"searched the question's names no kept document is about: {', '.join(names)}")
     if added:
         parts.append(
-            "added " + ", ".join(f"{c.text!r} (from relevant document {c.source!r})" for c in added)
+            "added " + ", ".join(f"{c.text!r} (from kept document {c.source!r})" for c in added)
         )
     if keep:
         label = "kept the question's unmatched terms" if unmatched else "kept question terms"

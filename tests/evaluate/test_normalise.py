@@ -51,9 +51,35 @@ def test_unit_values_are_kept(x):
 
 
 @given(st.integers(2, 100))
-def test_percentages(p):
-    """An undeclared number in (1, 100] is a percentage, as a number, string or with %."""
-    assert p / 100 == to_unit(p) == to_unit(str(p)) == to_unit(f"{p}%")
+def test_declared_percentages(p):
+    """A percentage the value declares ('85%') maps to p/100."""
+    assert p / 100 == to_unit(f"{p}%")
+
+
+@given(st.integers(2, 10))
+def test_undeclared_number_above_one_is_read_on_ten(n):
+    """A bare score in (1, 10] is read on 0-10 (7 -> 0.7), never divided by 100."""
+    assert n / 10 == to_unit(n) == to_unit(str(n))
+
+
+def test_undeclared_ten_point_verdict_is_read_right():
+    """A verdict scored 7 with no declared scale is a high, relevant 0.7, not a dropped 0.07."""
+    verdict = normalise_verdict("d", {"score": 7})
+    assert (0.7, Relevance.HIGH, True) == (verdict.score, verdict.label, verdict.relevant)
+
+
+def test_undeclared_number_above_ten_is_refused():
+    """A bare 85 has no known scale: the verdict is refused, not read as a percentage."""
+    with pytest.raises(VerdictParseError):
+        normalise_verdict("d", {"relevant": True, "score": 85})
+
+
+def test_label_bands_follow_the_contract_boundaries():
+    """The label derived from a score uses types.RELEVANT_FROM: 0.45 is low and not relevant."""
+    low = normalise_verdict("d", {"score": 0.45})
+    medium = normalise_verdict("d", {"score": 0.5})
+    assert (Relevance.LOW, False) == (low.label, low.relevant)
+    assert (Relevance.MEDIUM, True) == (medium.label, medium.relevant)
 
 
 @given(st.integers(0, 10))

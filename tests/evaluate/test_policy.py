@@ -53,6 +53,14 @@ def test_low_score_is_dropped_however_confident() -> None:
     assert Decision.DROP == decide(graded(0.2, 1.0), get_policy("general"))
 
 
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_not_relevant_verdict_is_dropped_whatever_its_score(name: str) -> None:
+    """relevant:false with a high score and full confidence is dropped under every preset."""
+    verdict = Verdict("d", False, Relevance.HIGH, 0.95, 1.0)
+    assert Decision.DROP == decide(verdict, get_policy(name))
+    assert CragAction.INCORRECT == crag_action([verdict], get_policy(name))
+
+
 def test_ungraded_is_neither_kept_nor_dropped() -> None:
     """An ungraded verdict gets the UNGRADED decision under every preset."""
     verdict = Verdict.ungraded("d", "unparseable")
@@ -80,13 +88,14 @@ def test_below_medium_score_is_always_dropped(
 
 @given(policies(), st.lists(st.one_of(unit, st.none()), max_size=8))
 def test_crag_action_follows_thresholds(policy: FilterPolicy, scores: list[float | None]) -> None:
-    """CRAG's action is correct iff a graded score reaches the upper threshold, incorrect iff
-    all graded scores are below the lower one (or nothing at all was judged)."""
+    """CRAG's action is correct iff a relevant verdict's score reaches the upper threshold,
+    incorrect iff all graded scores are below the lower one, a not-relevant verdict's counting
+    as 0 (or nothing at all was judged)."""
     verdicts = [
         Verdict.ungraded(f"d{i}", "x") if s is None else graded(s, 0.9, f"d{i}")
         for i, s in enumerate(scores)
     ]
-    graded_scores = [s for s in scores if s is not None]
+    graded_scores = [s if s >= 0.5 else 0.0 for s in scores if s is not None]
     action = crag_action(verdicts, policy)
     if not verdicts:
         assert CragAction.INCORRECT == action

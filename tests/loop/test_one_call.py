@@ -110,14 +110,88 @@ def test_accepted_proposal_saves_the_rewrite_call() -> None:
     assert 2 == result.usage.total.llm_calls
 
 
-def test_rejected_proposal_falls_back_to_the_rewriters_own_call() -> None:
-    """A proposal repeating a tried query is refused and the rewriter makes its own call."""
+def test_rejected_proposal_costs_no_call() -> None:
+    """A proposal repeating a tried query is refused without a call of the rewriter's own."""
     request = RewriteRequest(QUESTION, (QUESTION,), (), Proposal(QUESTION.upper(), "all"))
     with ScriptedLLMServer() as srv:
         rewrite = LLMRewriter(chat(srv)).rewrite(request)
-        assert 1 == srv.request_count
-    assert RewriteSource.REWRITER == rewrite.source
-    assert f"{QUESTION} background 1" == rewrite.query
+        assert 0 == srv.request_count
+    assert rewrite.query is None
+    assert rewrite.rejected is not None and "repeats" in rewrite.rejected
+
+
+def repeating_judge(request: dict) -> str:
+    """Grades on-topic documents relevant and always proposes the question itself."""
+    user = request["messages"][-1]["content"]
+    name = request["response_format"]["json_schema"]["name"]
+    if name != "verdicts":
+        return json.dumps({"query": "magma volcanoes crust", "rationale": "own call"})
+    verdicts = [
+        {"id": i, "relevant": "Volcanoes" in text, "score": 0.9 if "Volcanoes" in text else 0.1}
+        for i, text in prompts.parse_document_blocks(user)
+    ]
+    return json.dumps({"verdicts": verdicts, "lacking": "more", "next_query": QUESTION})
+
+
+def test_same_chat_model_makes_one_call_per_iteration_by_default() -> None:
+    """LLMEvaluator(chat) and LLMRewriter(chat) with no flag: every call is a grading call."""
+    with ScriptedLLMServer(repeating_judge) as srv:
+        client = chat(srv)
+        evaluator = LLMEvaluator(client, cache=VerdictCache(0))
+        orch = CorrectiveRAGOrchestrator(
+            ListRetriever(DOCS), evaluator, LLMRewriter(client), top_k=2, min_relevant=20
+        )
+        result = orch.run(QUESTION, max_iterations=3)
+        kinds = [r["response_format"]["json_schema"]["name"] for r in srv.requests]
+        assert 3 == srv.request_count
+    assert ["verdicts"] * 3 == kinds
+    assert 3 == result.iterations
+    assert evaluator.propose is None  # the user's object is left as it was
+
+
+def test_two_chat_models_keep_two_calls() -> None:
+    """A rewriter with a chat model of its own keeps its own call: the grader does not propose."""
+    with ScriptedLLMServer(repeating_judge) as grader, ScriptedLLMServer(repeating_judge) as other:
+        evaluator = LLMEvaluator(chat(grader), cache=VerdictCache(0))
+        orch = CorrectiveRAGOrchestrator(
+            ListRetriever(DOCS), evaluator, LLMRewriter(chat(other)), top_k=2, min_relevant=20
+        )
+        orch.run(QUESTION, max_iterations=2)
+        assert 2 == grader.request_count
+        assert 1 == other.request_count
+        schema = grader.requests[0]["response_format"]["json_schema"]["schema"]
+    assert "next_query" not in schema["properties"]
+
+
+def test_repeated_proposal_pages_the_questions_next_hits() -> None:
+    """A grader that proposes the question each time: no rewrite call, and every iteration
+    judges the question's next-best unjudged hits instead of stopping no_progress."""
+    retriever = ListRetriever(DOCS)
+    with ScriptedLLMServer(repeating_judge) as srv:
+        client = chat(srv)
+        evaluator = LLMEvaluator(client, cache=VerdictCache(0))
+        orch = CorrectiveRAGOrchestrator(
+            retriever, evaluator, LLMRewriter(client), top_k=2, min_relevant=20
+        )
+        result = orch.run(QUESTION, max_iterations=3)
+        assert 3 == srv.request_count  # grading calls only
+    assert StopReason.ITERATION_CAP == result.stop_reason
+    single = [h.document.id for h in retriever.retrieve(QUESTION, top_k=6)]
+    judged = [v.document_id for r in result.history for v in r.verdicts]
+    assert single == judged
+    sources = {r.rewrite.source for r in result.history[:-1] if r.rewrite is not None}
+    assert {RewriteSource.NEXT_HITS} == sources
+
+
+def test_nothing_left_to_judge_ends_no_progress() -> None:
+    """With every document judged and a repeated proposal, the run ends: nothing new is left."""
+    evaluator = ScriptedEvaluator({}, proposals=[QUESTION.lower()] * 5)
+    orch = CorrectiveRAGOrchestrator(
+        ListRetriever(DOCS[:3]), evaluator, ScriptedRewriter([None] * 5), top_k=3
+    )
+    result = orch.run(QUESTION)
+    assert StopReason.REWRITE_FAILED == result.stop_reason
+    assert 2 == result.iterations
 
 
 def test_two_call_mode_rewrites_with_its_own_call() -> None:
@@ -128,18 +202,6 @@ def test_two_call_mode_rewrites_with_its_own_call() -> None:
     assert ["verdicts", "rewrite", "verdicts"] == kinds
     rewrite = result.history[0].rewrite
     assert rewrite is not None and RewriteSource.REWRITER == rewrite.source
-
-
-def test_nothing_new_kept_and_a_repeated_proposal_stop_without_a_rewrite_call() -> None:
-    """An iteration keeping nothing whose proposal repeats a tried query ends no_progress."""
-    evaluator = ScriptedEvaluator({}, proposals=[QUESTION.lower()])
-    rewriter = ScriptedRewriter(["never asked"])
-    orch = CorrectiveRAGOrchestrator(ListRetriever(DOCS), evaluator, rewriter, top_k=3)
-    result = orch.run(QUESTION)
-    assert StopReason.NO_PROGRESS == result.stop_reason
-    assert "proposed query repeats" in result.stop_detail
-    assert [] == rewriter.requests
-    assert 1 == result.iterations
 
 
 def test_a_kept_document_keeps_the_run_going_past_a_repeated_proposal() -> None:

@@ -64,15 +64,17 @@ def test_enough_relevant_stops_the_loop() -> None:
 
 
 def test_only_confidently_kept_documents_stop_the_loop() -> None:
-    """Unsure keeps do not stop the loop at once; an iteration keeping nothing new then does."""
+    """Unsure keeps do not stop the loop at once; an iteration keeping nothing new then ends it
+    as kept_unconfident, never enough_relevant (which needs confident keeps)."""
     scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8}
     unsure = ScriptedEvaluator(scores, confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
         ListRetriever(CORPUS), unsure, ScriptedRewriter(["moon", "planet moon"]), top_k=4
     )
     result = orch.run(QUESTION)
-    assert (StopReason.ENOUGH_RELEVANT, 2) == (result.stop_reason, result.iterations)
+    assert (StopReason.KEPT_UNCONFIDENT, 2) == (result.stop_reason, result.iterations)
     assert "kept nothing new" in result.stop_detail
+    assert "only 0 of them confidently" in result.stop_detail
     assert ("p0", "p1", "p2") == result.kept_ids
     lenient = FilterPolicy(stop_confidence=0.4)
     orch = CorrectiveRAGOrchestrator(

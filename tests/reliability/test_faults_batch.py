@@ -116,7 +116,8 @@ def _llm_orchestrator(server: ScriptedLLMServer) -> CorrectiveRAGOrchestrator:
     )
     return CorrectiveRAGOrchestrator(
         ListRetriever(_corpus()),
-        LLMEvaluator(chat, batch_size=3, max_workers=2, cache=VerdictCache(0)),
+        # two calls per iteration (the rewriter's own call), so that rewrite faults are reached
+        LLMEvaluator(chat, batch_size=3, max_workers=2, cache=VerdictCache(0), propose=False),
         LLMRewriter(chat),
         top_k=3,
         max_iterations=3,

@@ -64,7 +64,8 @@ def _orchestrator(server: ScriptedLLMServer) -> tuple[CorrectiveRAGOrchestrator,
     corpus = [Document(i, t) for i, t in CORPUS_TEXT.items()]
     orch = CorrectiveRAGOrchestrator(
         ListRetriever(corpus),
-        LLMEvaluator(chat, batch_size=2, max_workers=1, cache=VerdictCache(0)),
+        # two calls per iteration (grade, then the rewriter's own call): the shape faults rely on
+        LLMEvaluator(chat, batch_size=2, max_workers=1, cache=VerdictCache(0), propose=False),
         LLMRewriter(chat),
         top_k=2,
         max_iterations=2,

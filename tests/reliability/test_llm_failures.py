@@ -40,7 +40,8 @@ def _chat(server: ScriptedLLMServer, **kw: Any) -> OpenAIChatClient:
 
 
 def _orchestrator(chat: OpenAIChatClient, **kw: Any) -> CorrectiveRAGOrchestrator:
-    kw.setdefault("evaluator", LLMEvaluator(chat, batch_size=3, max_workers=1))
+    # the rewriter's own call (two-call mode), which these failures are about
+    kw.setdefault("evaluator", LLMEvaluator(chat, batch_size=3, max_workers=1, propose=False))
     kw.setdefault("rewriter", LLMRewriter(chat))
     evaluator, rewriter = kw.pop("evaluator"), kw.pop("rewriter")
     return CorrectiveRAGOrchestrator(
