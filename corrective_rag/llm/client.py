@@ -15,7 +15,8 @@
   falls back to ``json_object``, then to instructions alone, remembering per client what worked;
 - replies are streamed (server-sent events) unless ``stream=False``, so that giving up on a call
   (its deadline, Ctrl-C, the run's cancellation) closes the connection and a server that stops
-  on disconnect stops generating for nobody; a server that ignores ``stream`` is read as one body;
+  on disconnect stops generating for nobody; a server that ignores ``stream`` is read as one body,
+  and one that refuses it (a 4xx naming it) is asked again without, remembered per client;
 - a body larger than ``max_response_bytes`` is never held in memory: reading stops at the cap;
 - at most ``max_concurrency`` requests are in flight across threads;
 - the API key never appears in an error message, a log line or a reply.
@@ -46,7 +47,12 @@ from corrective_rag.errors import (
 )
 from corrective_rag.llm import scope
 from corrective_rag.llm.exchange import Exchange, read_capped
-from corrective_rag.llm.failures import is_read_timeout, permanent_hint, rejects_format
+from corrective_rag.llm.failures import (
+    is_read_timeout,
+    permanent_hint,
+    rejects_format,
+    rejects_stream,
+)
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.reply import read_reply
 from corrective_rag.llm.settings import (
@@ -164,6 +170,7 @@ class OpenAIChatClient:
         self.timeouts = timeouts or Timeouts()
         self.retries = retries or Retries(give_up_after=self.timeouts.total)
         self.stream = bool(stream)
+        self._streaming = self.stream  # False once a server refused to stream
         self.pricing = pricing or Pricing()
         self.max_concurrency = max_concurrency
         self.max_response_bytes = max_response_bytes
@@ -214,6 +221,11 @@ class OpenAIChatClient:
             try:
                 return self._with_retries(payload, msgs)
             except LLMResponseError as exc:
+                if payload.get("stream") and rejects_stream(exc):
+                    with self._lock:
+                        self._streaming = False  # this server takes one-body replies only
+                    log.info("llm_stream_fallback", url=self.url)
+                    continue
                 if mode is None or not rejects_format(exc) or not self._step_down(mode):
                     raise
                 log.info("llm_structured_fallback", url=self.url, rejected=mode)
@@ -263,7 +275,9 @@ class OpenAIChatClient:
         temperature: float,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {"model": self.model, "temperature": temperature}
-        if self.stream:
+        with self._lock:
+            streaming = self._streaming
+        if streaming:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
         if max_tokens is not None:
@@ -326,7 +340,7 @@ class OpenAIChatClient:
         scope.raise_if_cancelled()
 
     def _headers(self) -> dict[str, str]:
-        accept = f"application/json, {EVENT_STREAM}" if self.stream else "application/json"
+        accept = f"application/json, {EVENT_STREAM}" if self._streaming else "application/json"
         headers = {"Content-Type": "application/json", "Accept": accept}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"

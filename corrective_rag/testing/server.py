@@ -256,6 +256,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             return
         fmt = (request.get("response_format") or {}).get("type")
+        if owner.reject_stream and "stream" in request:
+            msg = "stream_options: unknown field, stream is not supported by this server"
+            self._send(400, json.dumps({"error": {"message": msg}}).encode())
+            return
         if fmt and fmt in owner.reject_formats:
             msg = f"response_format type {fmt} is not supported by this server"
             self._send(400, json.dumps({"error": {"message": msg}}).encode())
@@ -402,6 +406,8 @@ class ScriptedLLMServer:
         reject_formats: ``response_format`` types answered with HTTP 400 "not supported".
         streaming: answer ``stream: true`` requests with server-sent events (False: ignore
             ``stream`` and answer with one body, as some servers do).
+        reject_stream: answer any request naming ``stream`` with HTTP 400, as a server that
+            refuses unknown fields does.
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
             deterministic when requests from many threads arrive in any order. Faults queued
@@ -426,6 +432,7 @@ class ScriptedLLMServer:
         faults: FaultChooser | None = None,
         count_tokens: Callable[[str], int] | None = None,
         streaming: bool = True,
+        reject_stream: bool = False,
     ) -> None:
         self.reply: Reply = reply or default_reply
         self.latency = latency
@@ -438,6 +445,7 @@ class ScriptedLLMServer:
         self.max_in_flight = 0
         self.disconnects = 0
         self.streaming = streaming
+        self.reject_stream = reject_stream
         self._in_flight = 0
         self._faults: deque[Fault | None] = deque()
         self._chooser = faults

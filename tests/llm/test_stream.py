@@ -83,6 +83,16 @@ def test_a_server_ignoring_stream_is_read_as_one_body():
     assert "plain" == reply.text
 
 
+def test_a_server_refusing_stream_is_asked_again_without_and_remembered():
+    """A 400 naming stream makes the client ask again for one body, and keep doing so."""
+    with ScriptedLLMServer(reply=lambda request: "plain", reject_stream=True) as srv:
+        client = OpenAIChatClient(srv.base_url, "scripted")
+        first, second = client.complete(HELLO), client.complete(HELLO)
+        assert [True, False, False] == ["stream" in r for r in srv.requests]
+    assert ("plain", "plain") == (first.text, second.text)
+    assert "json_schema" == client.structured_mode  # not mistaken for a format refusal
+
+
 def test_stream_false_sends_no_stream_flag():
     """With stream=False the request asks for one body."""
     with ScriptedLLMServer() as srv:
