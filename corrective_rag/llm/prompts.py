@@ -177,10 +177,7 @@ def verdict_schema(ids: Sequence[str], *, propose: bool = False) -> dict[str, An
         "required": ["id", "relevant", "score", "confidence", "reasoning", "missing"],
         "additionalProperties": False,
     }
-    # As many verdicts as documents: a server enforcing the schema (llama.cpp's grammar) cannot
-    # close the list early, which a small model did, answering 1 of 3 or 4 documents per reply.
-    verdicts = {"type": "array", "items": verdict, "minItems": len(ids), "maxItems": len(ids)}
-    properties: dict[str, Any] = {"verdicts": verdicts}
+    properties: dict[str, Any] = {"verdicts": {"type": "array", "items": verdict}}
     required = ["verdicts"]
     if propose:
         properties["lacking"] = {"type": "string", "maxLength": REASONING_CHARS}
