@@ -41,6 +41,7 @@ irrelevant (query, document) pairs, chosen by a hash of the pair (``qrels_judge.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -65,6 +66,8 @@ from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
 from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.local_server import LocalLlamaServer
+from corrective_rag.llm.settings import call_settings
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
@@ -136,13 +139,29 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
     if args.evaluator == "local":
         local = LocalEvaluator(retriever.embedder, idf=retriever.idf)
         return local, LocalRewriter(idf=retriever.idf), local
-    if not args.llm_url or not args.model:
-        raise SystemExit("--evaluator llm needs --llm-url and --model (or --qrels-judge)")
-    client = OpenAIChatClient(args.llm_url, model=args.model)
+    server = args.local_server
+    if not server and (not args.llm_url or not args.model):
+        raise SystemExit(
+            "--evaluator llm needs --llm-url and --model, --qrels-judge, or --local-llm"
+        )
+    # the CLI's settings: one --timeout bounds every call, tries included
+    timeouts, retries = call_settings(
+        args.timeout, max_retries=args.max_retries, local=server is not None
+    )
+    url = server.base_url if server else args.llm_url
+    slots = server.n_parallel if server else 8
+    client = OpenAIChatClient(
+        url, args.model or "local", timeouts=timeouts, retries=retries, max_concurrency=slots
+    )
+    grading = {"max_workers": slots, "context_tokens": server.slot_context} if server else {}
     propose = {"default": None, "one-call": True, "two-call": False}[args.grading]
     # single shot gets an evaluator (and verdict cache) of its own: sharing one would let the
     # loop read single shot's verdicts from the cache and hide the loop's own calls
-    return LLMEvaluator(client, propose=propose), LLMRewriter(client), LLMEvaluator(client)
+    return (
+        LLMEvaluator(client, propose=propose, **grading),
+        LLMRewriter(client),
+        LLMEvaluator(client, **grading),
+    )
 
 
 def keep_policy(name: str) -> Any:
@@ -249,13 +268,24 @@ def judge_top(
     return kept, len(hits), evaluation.usage.llm_calls
 
 
-def agreement(pairs: list[tuple[bool, bool]]) -> dict[str, float]:
-    """Precision, recall and F1 of (predicted relevant, truly relevant) pairs."""
+def agreement(verdicts: list[tuple[bool | None, bool]]) -> dict[str, float]:
+    """Precision, recall, F1 and accuracy of (said relevant, truly relevant) over graded pairs.
+
+    ``None`` (ungraded) is left out of the others and counted in ``ungraded_share``.
+    """
+    pairs = [(p, t) for p, t in verdicts if p is not None]
     tp = sum(p and t for p, t in pairs)
     precision = tp / max(sum(p for p, _ in pairs), 1)
     recall = tp / max(sum(t for _, t in pairs), 1)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "judged": len(pairs)}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "accuracy": sum(p == t for p, t in pairs) / max(len(pairs), 1),
+        "judged": len(verdicts),
+        "ungraded_share": (len(verdicts) - len(pairs)) / max(len(verdicts), 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,9 +313,21 @@ def main(argv: list[str] | None = None) -> int:
         help="bm25: BM25 alone, no corpus embedding (not with --evaluator local)",
     )
     add_noise_flags(parser)
+    parser.add_argument("--local-llm", metavar="GGUF", help="start llama.cpp on this model")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per LLM call")
+    parser.add_argument("--max-retries", type=int, default=None)
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    with contextlib.ExitStack() as stack:
+        args.local_server = None
+        if args.local_llm:  # the CLI's embedded server, for the run's length
+            args.local_server = stack.enter_context(LocalLlamaServer(args.local_llm))
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the three arms over the collection and print (and write) the figures."""
 
     collection = load_collection(args.data)
     embedder: Any = None
@@ -336,7 +378,7 @@ def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retrie
     except ConfigError as exc:
         raise SystemExit(f"bad loop settings: {exc}") from exc
     single, matched, corrective = Tally(), Tally(), Tally()
-    judged_pairs: list[tuple[bool, bool]] = []
+    judged_pairs: list[tuple[bool | None, bool]] = []
     stops: Counter[str] = Counter()
     fruitless = 0  # enough_relevant runs ended by an iteration that kept nothing new
     by_stop: dict[str, tuple[Tally, Tally]] = {}  # stop reason -> (corrective, matched)
@@ -391,7 +433,14 @@ def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retrie
                 }
             )
         verdicts = [v for record in result.history for v in record.verdicts]
-        judged_pairs.extend((bool(v.relevant), v.document_id in truth) for v in verdicts)
+        judged_pairs.extend((v.relevant, v.document_id in truth) for v in verdicts)
+        per_query[-1].update(  # and a line per query as it ends: a slow model's run is long
+            llm_calls=result.usage.total.llm_calls,
+            seconds=round(loop_seconds, 2),
+            ungraded=sum(not v.graded for v in verdicts),
+            agreeing=sum(v.graded and v.relevant == (v.document_id in truth) for v in verdicts),
+        )
+        print(json.dumps(per_query[-1]), file=sys.stderr, flush=True)
         corrective.add(
             set(result.kept_ids),
             truth,

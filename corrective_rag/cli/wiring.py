@@ -26,8 +26,8 @@ _REACH_TIMEOUT = 5.0  # seconds: long enough for a slow server to accept, short 
 # rewrite) against a server that never answers end a run within ~2 minutes. Local: the
 # embedded SmolLM2-135M grades a batch of 4 documents in ~10-40 s on 2 busy cores (measured,
 # docs/reliability.md); 300 s leaves room for a loaded machine without hanging for ever.
-REMOTE_CALL_SECONDS = 60.0
-LOCAL_CALL_SECONDS = 300.0
+REMOTE_CALL_SECONDS = 60.0  # = llm.settings.REMOTE_CALL_SECONDS (not imported: startup time)
+LOCAL_CALL_SECONDS = 300.0  # = llm.settings.LOCAL_CALL_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,18 +110,9 @@ def check_reachable(base_url: str) -> None:
 
 def _client_settings(opts: Options, *, local: bool) -> tuple[Any, Any]:
     """Timeouts and retries of the chat client, from ``--timeout`` / ``--max-retries``."""
-    from corrective_rag.llm.settings import Retries, Timeouts
+    from corrective_rag.llm.settings import call_settings
 
-    seconds = opts.timeout
-    if seconds is None:
-        seconds = LOCAL_CALL_SECONDS if local else REMOTE_CALL_SECONDS
-    timeouts = Timeouts(read=min(Timeouts().read, seconds), total=seconds)
-    if local:  # llama.cpp sends nothing until the reply is complete: silence is not a fault
-        timeouts = Timeouts(read=seconds, total=seconds)
-    retries = Retries(give_up_after=seconds)
-    if opts.max_retries is not None:
-        retries = Retries(max_retries=opts.max_retries, give_up_after=seconds)
-    return timeouts, retries
+    return call_settings(opts.timeout, max_retries=opts.max_retries, local=local)
 
 
 def _components(
@@ -182,7 +173,7 @@ def orchestrator(opts: Options, store: Any) -> Iterator[Any]:
             server = stack.enter_context(LocalLlamaServer(opts.local_llm))
             base_url = server.base_url
             slots = server.n_parallel
-            context = server.n_ctx // server.n_parallel  # llama.cpp splits n_ctx over slots
+            context = server.slot_context
         evaluator, rewriter = _components(opts, store, base_url, slots, context)
         yield CorrectiveRAGOrchestrator(
             store,

@@ -10,8 +10,10 @@ own call. A verdict is accepted
 only for an id that was sent in that call (others are ignored and logged); an id answered twice
 with different verdicts is treated as unanswered, since one of the two may be forged by a
 document. A document that looks like an injection (delimiter tags, verdict-shaped JSON, "ignore
-previous instructions") is graded in a call of its own. Unanswered ids and every document of an
-unreadable batch are graded again one per call.
+previous instructions") is graded in a call of its own. A reply cut at its token limit keeps the
+verdicts it finished; ids a reply left out are asked again once, together, in one call for exactly
+them; ids answered in conflict and every document of an unreadable batch are asked again one per
+call.
 What still fails becomes ``Verdict.ungraded`` (lenient) or raises (strict); it is never counted as
 relevant or irrelevant.
 """
@@ -34,21 +36,25 @@ from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
 from corrective_rag.evaluate.normalise import normalise_verdict
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
-from corrective_rag.llm.jsonparse import parse_json_object
+from corrective_rag.llm.jsonparse import complete_items, parse_json_object
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.logs import get_logger
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.protocols import ChatModel
 from corrective_rag.text.screening import screen_form
-from corrective_rag.types import Document, Evaluation, Proposal, Usage, Verdict
+from corrective_rag.types import ChatReply, Document, Evaluation, Proposal, Usage, Verdict
 
 __all__ = ["LLMEvaluator"]
 
 log = get_logger(__name__)
 
-_REPLY_TOKENS_BASE, _REPLY_TOKENS_PER_DOC = 60, 160  # a verdict with a sentence of reasoning
-_REPLY_TOKENS_PROPOSAL = 120  # "lacking" and "next_query"
+# The reply's reserve follows the schema's caps on free text (a token per 3 characters at most,
+# for English): a verdict is ~40 tokens of keys, id and numbers plus reasoning and missing; a
+# proposal adds lacking and next_query. A reply cut at the reserve keeps its complete verdicts.
+_REPLY_TOKENS_BASE = 60
+_REPLY_TOKENS_PER_DOC = 40 + 2 * -(-prompts.REASONING_CHARS // 3)
+_REPLY_TOKENS_PROPOSAL = 20 + -(-(prompts.REASONING_CHARS + prompts.QUERY_CHARS) // 3)
 _QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call true
 _BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
@@ -257,19 +263,17 @@ class LLMEvaluator:
 
     # -- one call ----------------------------------------------------------------------------
 
-    def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> tuple[str, Usage]:
+    def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> ChatReply:
         ids = [i.document.id for i in items]
         reply = self.chat.complete(
             prompts.grader_messages(
                 question, [(i.document.id, i.text) for i in items], propose=propose
             ),
             json_schema=prompts.verdict_schema(ids, propose=propose),
-            max_tokens=_REPLY_TOKENS_BASE
-            + _REPLY_TOKENS_PER_DOC * len(items)
-            + (_REPLY_TOKENS_PROPOSAL if propose else 0),
+            max_tokens=_reply_tokens(len(items), propose=propose),
         )
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
-        return reply.text, reply.usage
+        return reply
 
     def _proposal(self, text: str) -> Proposal | None:
         """The reply's ``next_query`` (with ``lacking``), or ``None`` when it has no usable one."""
@@ -283,18 +287,13 @@ class LLMEvaluator:
         lacking = " ".join(lacking.split()) if isinstance(lacking, str) else ""
         return Proposal(" ".join(query.split()), lacking)
 
-    def _parse(self, text: str, ids: Sequence[str]) -> dict[str, Verdict]:
-        """Verdicts for the sent ``ids`` found in ``text`` (unknown and conflicting ids dropped)."""
-        obj = parse_json_object(text, strict=self.strict)
-        items: Any = obj.get("verdicts")
-        if (
-            items is None
-            and len(ids) == 1
-            and any(k in obj for k in ("relevant", "score", "label"))
-        ):
-            items = [obj]  # a single bare verdict object
-        if not isinstance(items, list):
-            raise VerdictParseError("reply has no 'verdicts' list", raw=text)
+    def _parse(self, text: str, ids: Sequence[str]) -> tuple[dict[str, Verdict], set[str]]:
+        """Verdicts for the sent ``ids`` found in ``text``, and the ids answered in conflict.
+
+        Unknown ids are dropped; an id answered twice differently is left out and returned
+        among the conflicts. Lenient: a reply cut short still yields its complete verdicts.
+        """
+        items = self._items(text, len(ids))
         found: dict[str, Verdict] = {}
         conflicts: set[str] = set()
         for item in items:
@@ -317,24 +316,52 @@ class LLMEvaluator:
             found[doc_id] = verdict
         if conflicts:
             log.warning("verdict_conflicting_ids", document_ids=sorted(conflicts))
-        return {k: v for k, v in found.items() if k not in conflicts}
+        return {k: v for k, v in found.items() if k not in conflicts}, conflicts
+
+    def _items(self, text: str, sent: int) -> list[Any]:
+        """The reply's verdict objects; in lenient mode, the complete ones of a cut reply."""
+        failure: VerdictParseError | None = None
+        try:
+            obj: dict[str, Any] | None = parse_json_object(text, strict=self.strict)
+        except VerdictParseError as exc:
+            if self.strict:
+                raise
+            obj, failure = None, exc
+        items: Any = None if obj is None else obj.get("verdicts")
+        if items is None and not self.strict:
+            # A reply cut at its token limit is no JSON (and its lenient parse may find one
+            # inner verdict object instead): keep the verdicts it finished.
+            items = complete_items(text, "verdicts") or None
+            if items:
+                log.info("verdicts_salvaged", kept=len(items), sent=sent)
+        bare = obj is not None and any(k in obj for k in ("relevant", "score", "label"))
+        if items is None and bare and sent == 1:
+            items = [obj]  # a single bare verdict object
+        if items is None and failure is not None:
+            raise failure
+        if not isinstance(items, list):
+            raise VerdictParseError("reply has no 'verdicts' list", raw=text)
+        return items
 
     # -- batches and singles -----------------------------------------------------------------
 
     def _grade_batch(
         self, question: str, batch: Sequence[_Item]
     ) -> tuple[dict[str, Verdict], Usage, Proposal | None]:
-        """Grade one batch; documents it leaves unanswered are graded one per call.
+        """Grade one batch; what its reply leaves out is asked again once, then ungraded.
 
-        A batch of a document graded alone (injection-shaped) never proposes: its text could
-        steer the proposal.
+        Ids missing from a reply that answered others (left out, or cut off by the token limit)
+        are asked again together, in one call for exactly them; ids answered in conflict, and
+        every id of a reply with no usable verdict, are asked again one per call (the same batch
+        would get the same reply). A batch of a document graded alone (injection-shaped) never
+        proposes: its text could steer the proposal.
         """
         propose = bool(self.propose) and not _flagged(batch[0])
         if len(batch) == 1 and not propose:
             return (*self._grade_singles(question, batch), None)
         ids = [i.document.id for i in batch]
         try:
-            text, usage = self._call(question, batch, propose=propose)
+            reply = self._call(question, batch, propose=propose)
         except LLMError as exc:
             if isinstance(exc, LLMResponseError) and exc.status in _SPLIT_STATUSES:
                 singles, more = self._grade_singles(question, batch)
@@ -343,50 +370,81 @@ class LLMEvaluator:
                 raise
             error = f"llm error: {exc}"
             return {i: Verdict.ungraded(i, error) for i in ids}, _FAILED, None
+        usage = reply.usage
         try:
-            found = self._parse(text, ids)
+            found, conflicts = self._parse(reply.text, ids)
         except VerdictParseError as exc:
             log.warning("batch_unparseable", documents=len(ids), error=str(exc))
-            singles, more = self._grade_singles(question, batch)
-            return singles, usage + Usage(failed_calls=1) + more, None
+            found, conflicts = {}, set()
+            usage += Usage(failed_calls=1)
         missing = [i for i in batch if i.document.id not in found]
         if missing:
-            log.info("verdicts_missing", document_ids=[i.document.id for i in missing])
-            singles, more = self._grade_singles(question, missing)
-            found.update(singles)
-            usage += more
-        return found, usage, self._proposal(text) if propose else None
+            log.info(
+                "verdicts_missing",
+                document_ids=[i.document.id for i in missing],
+                cut=reply.finish_reason == "length",
+            )
+            rest = [i for i in missing if i.document.id not in conflicts]
+            groups = [[i] for i in missing if i.document.id in conflicts]
+            groups += [rest] if found and rest else [[i] for i in rest]
+            for graded, more in parallel_map(
+                lambda group: self._grade_group(question, group),
+                groups,
+                max_workers=self.max_workers,
+            ):
+                found.update(graded)
+                usage += more
+        proposal = self._proposal(reply.text) if propose else None
+        return found, usage, proposal
 
     def _grade_singles(
         self, question: str, items: Sequence[_Item]
     ) -> tuple[dict[str, Verdict], Usage]:
         results = parallel_map(
-            lambda item: self._grade_one(question, item), items, max_workers=self.max_workers
+            lambda item: self._grade_group(question, [item]), items, max_workers=self.max_workers
         )
         usage = Usage()
-        for _, spent in results:
+        found: dict[str, Verdict] = {}
+        for graded, spent in results:
             usage += spent
-        return {v.document_id: v for v, _ in results}, usage
+            found.update(graded)
+        return found, usage
 
-    def _grade_one(self, question: str, item: _Item) -> tuple[Verdict, Usage]:
-        doc_id = item.document.id
+    def _grade_group(
+        self, question: str, items: Sequence[_Item]
+    ) -> tuple[dict[str, Verdict], Usage]:
+        """One call for exactly ``items``, no proposal; what its reply lacks becomes ungraded."""
+        ids = [i.document.id for i in items]
         try:
-            text, usage = self._call(question, [item], propose=False)
+            reply = self._call(question, items, propose=False)
         except LLMError as exc:
             if self.strict:
                 raise
-            return Verdict.ungraded(doc_id, f"llm error: {exc}"), _FAILED
+            return {i: Verdict.ungraded(i, f"llm error: {exc}") for i in ids}, _FAILED
+        text, usage = reply.text, reply.usage
         try:
-            found = self._parse(text, [doc_id])
+            found, _ = self._parse(text, ids)
         except VerdictParseError as exc:
             if self.strict:
                 raise
-            return Verdict.ungraded(doc_id, f"unparseable reply: {exc}", raw=text), usage + Usage(
-                failed_calls=1
-            )
-        if doc_id not in found:
+            error = f"unparseable reply: {exc}"
+            ungraded = {i: Verdict.ungraded(i, error, raw=text) for i in ids}
+            return ungraded, usage + Usage(failed_calls=1)
+        left = [i for i in ids if i not in found]
+        if left:
             error = "reply holds no usable verdict for this document"
             if self.strict:
-                raise VerdictParseError(f"{doc_id!r}: {error}", raw=text)
-            return Verdict.ungraded(doc_id, error, raw=text), usage + Usage(failed_calls=1)
-        return found[doc_id], usage
+                raise VerdictParseError(f"{left[0]!r}: {error}", raw=text)
+            found.update({i: Verdict.ungraded(i, error, raw=text) for i in left})
+            if len(left) == len(ids):
+                usage += Usage(failed_calls=1)
+        return found, usage
+
+
+def _reply_tokens(documents: int, *, propose: bool) -> int:
+    """Tokens reserved for a grading reply: follows the prompt's caps on its free text."""
+    return (
+        _REPLY_TOKENS_BASE
+        + _REPLY_TOKENS_PER_DOC * documents
+        + (_REPLY_TOKENS_PROPOSAL if propose else 0)
+    )

@@ -13,6 +13,10 @@
   (:func:`corrective_rag.llm.failures.permanent_hint`);
 - structured output asks for ``response_format`` ``json_schema``, and when the server rejects it
   falls back to ``json_object``, then to instructions alone, remembering per client what worked;
+- replies are streamed (server-sent events) unless ``stream=False``, so that giving up on a call
+  (its deadline, Ctrl-C, the run's cancellation) closes the connection and a server that stops
+  on disconnect stops generating for nobody; a server that ignores ``stream`` is read as one body,
+  and one that refuses it (a 4xx naming it) is asked again without, remembered per client;
 - a body larger than ``max_response_bytes`` is never held in memory: reading stops at the cap;
 - at most ``max_concurrency`` requests are in flight across threads;
 - the API key never appears in an error message, a log line or a reply.
@@ -42,10 +46,23 @@ from corrective_rag.errors import (
 )
 from corrective_rag.llm import scope
 from corrective_rag.llm.exchange import Exchange, read_capped
-from corrective_rag.llm.failures import is_read_timeout, permanent_hint, rejects_format
+from corrective_rag.llm.failures import (
+    is_read_timeout,
+    permanent_hint,
+    rejects_format,
+    rejects_stream,
+)
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.reply import read_reply
-from corrective_rag.llm.settings import Pricing, Retries, Timeouts, finite, parse_retry_after
+from corrective_rag.llm.settings import (
+    Pricing,
+    Retries,
+    Timeouts,
+    call_settings,
+    finite,
+    parse_retry_after,
+)
+from corrective_rag.llm.stream import EVENT_STREAM, collect_events, is_event_stream
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
@@ -85,9 +102,18 @@ class OpenAIChatClient:
             (``/v1`` is added when the URL has no path); requests go to ``/chat/completions``.
         model: the model name sent with each request.
         api_key: sent as a bearer token; never logged nor shown in errors.
+        timeout: most seconds one call may take, tries included: the one setting behind every
+            call (grading, proposal, rewrite, answer, refinement); sets the timeouts and the
+            tries' shared bound (:func:`~corrective_rag.llm.settings.call_settings`) where
+            ``timeouts`` / ``retries`` are not given.
         timeouts: connect, per-read and total timeouts of one try.
         retries: retry policy for 429, 5xx, timeouts and connection errors, and the time all
-            the tries of one call share.
+            the tries of one call share (default: ``timeouts.total``, so that raising the
+            timeouts is never undone by a shorter cap on the tries).
+        stream: ask for a streamed reply (``stream: true``, server-sent events), so that
+            closing the connection at a deadline or on cancellation stops a server that stops
+            on disconnect (llama.cpp, vLLM); a server that ignores it answers in one body, which
+            is read as before.
         pricing: per-million-token prices for the cost in ``ChatReply.usage``.
         max_concurrency: most requests in flight at once, across threads.
         max_response_bytes: responses larger than this fail with ``LLMResponseError``.
@@ -103,8 +129,10 @@ class OpenAIChatClient:
         model: str,
         *,
         api_key: str | None = None,
+        timeout: float | None = None,
         timeouts: Timeouts | None = None,
         retries: Retries | None = None,
+        stream: bool = True,
         pricing: Pricing | None = None,
         max_concurrency: int = 8,
         max_response_bytes: int = 4_000_000,
@@ -135,8 +163,14 @@ class OpenAIChatClient:
         self.base_url = root
         self.url = f"{root}/chat/completions"
         self.model = model
+        if timeout is not None:
+            one_timeouts, one_retries = call_settings(timeout)
+            timeouts = timeouts or one_timeouts
+            retries = retries or one_retries
         self.timeouts = timeouts or Timeouts()
-        self.retries = retries or Retries()
+        self.retries = retries or Retries(give_up_after=self.timeouts.total)
+        self.stream = bool(stream)
+        self._streaming = self.stream  # False once a server refused to stream
         self.pricing = pricing or Pricing()
         self.max_concurrency = max_concurrency
         self.max_response_bytes = max_response_bytes
@@ -187,6 +221,11 @@ class OpenAIChatClient:
             try:
                 return self._with_retries(payload, msgs)
             except LLMResponseError as exc:
+                if payload.get("stream") and rejects_stream(exc):
+                    with self._lock:
+                        self._streaming = False  # this server takes one-body replies only
+                    log.info("llm_stream_fallback", url=self.url)
+                    continue
                 if mode is None or not rejects_format(exc) or not self._step_down(mode):
                     raise
                 log.info("llm_structured_fallback", url=self.url, rejected=mode)
@@ -236,6 +275,11 @@ class OpenAIChatClient:
         temperature: float,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {"model": self.model, "temperature": temperature}
+        with self._lock:
+            streaming = self._streaming
+        if streaming:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}
         if max_tokens is not None:
             payload["max_tokens"] = max_tokens
         if schema is not None and mode is not None:
@@ -296,7 +340,8 @@ class OpenAIChatClient:
         scope.raise_if_cancelled()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        accept = f"application/json, {EVENT_STREAM}" if self._streaming else "application/json"
+        headers = {"Content-Type": "application/json", "Accept": accept}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
@@ -338,6 +383,10 @@ class OpenAIChatClient:
             self._slots.release()
             raise
         why = self._await(exchange, end)
+        if why is None and exchange.error is not None and time.monotonic() >= end:
+            # The socket's timeouts are capped at `end`: a read that timed out then ended with
+            # the deadline, and under load it can wake before this thread notices; say why.
+            why = "deadline"
         if why is not None:
             exchange.abandon()
             if why == "cancelled":
@@ -404,7 +453,13 @@ class OpenAIChatClient:
             )
             exchange.attach(response)
             try:
-                exchange.body = read_capped(response, self.max_response_bytes)
+                if response.status_code == 200 and is_event_stream(
+                    response.headers.get("Content-Type")
+                ):
+                    chunks = response.iter_content(chunk_size=None)
+                    exchange.body = collect_events(chunks, self.max_response_bytes)
+                else:  # not streamed (an error, or a server that ignores stream): one body
+                    exchange.body = read_capped(response, self.max_response_bytes)
             finally:
                 response.close()
             exchange.response = response

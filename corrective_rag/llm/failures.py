@@ -11,7 +11,7 @@ import urllib3.exceptions
 
 from corrective_rag.errors import LLMResponseError
 
-__all__ = ["is_read_timeout", "permanent_hint", "rejects_format"]
+__all__ = ["is_read_timeout", "permanent_hint", "rejects_format", "rejects_stream"]
 
 # Statuses that no retry can fix, with what the user must change. OpenAI answers an unknown
 # model with 404 (code model_not_found); some servers use 400 with "model ... not found".
@@ -43,6 +43,12 @@ def rejects_format(exc: LLMResponseError) -> bool:
     status = exc.status or 0
     body = exc.body.lower()
     return 400 <= status < 500 and status != 429 and any(h in body for h in _REJECTION_HINTS)
+
+
+def rejects_stream(exc: LLMResponseError) -> bool:
+    """A 4xx (not 429) whose body names ``stream``: the server does not take streamed replies."""
+    status = exc.status or 0
+    return 400 <= status < 500 and status != 429 and "stream" in exc.body.lower()
 
 
 def is_read_timeout(exc: BaseException) -> bool:

@@ -4,6 +4,10 @@ Strict: the reply, stripped of surrounding whitespace, must be exactly one JSON 
 Lenient: code fences and prose around the object are dropped; the first decodable top-level
 ``{...}`` wins. Either way a failure raises :class:`VerdictParseError` carrying the raw text, so a
 caller can record it as an ungraded verdict rather than guess.
+
+A reply cut short (the model hit its token limit mid-string) is no JSON at all;
+:func:`complete_items` still reads the complete objects at the head of its array, so that a
+caller keeps what the model finished and asks again only for the rest.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from typing import Any
 
 from corrective_rag.errors import VerdictParseError
 
-__all__ = ["parse_json_object"]
+__all__ = ["complete_items", "parse_json_object"]
 
+_SPACE_OR_COMMA = re.compile(r"[\s,]*")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -73,3 +78,35 @@ def parse_json_object(text: str, *, strict: bool) -> dict[str, Any]:
     if found is None:
         raise VerdictParseError("no JSON object found in reply", raw=text)
     return found
+
+
+def complete_items(text: str, key: str) -> list[dict[str, Any]]:
+    """The complete objects at the head of the array under ``key`` in ``text``, even if cut.
+
+    Lenient by nature: for a reply that is not valid JSON because it stops part-way (a token
+    limit), e.g. ``{"verdicts": [{...}, {...}, {"id": "d2", "reasoning": "unfini``, this returns
+    the two finished objects. A reply without ``"key": [`` (or a leading ``[``) gives ``[]``;
+    reading stops at the first item that is not a complete object.
+    """
+    if not isinstance(text, str):
+        return []
+    found = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
+    if found is not None:
+        pos = found.end()
+    elif text.lstrip().startswith("["):
+        pos = text.index("[") + 1
+    else:
+        return []
+    decoder = json.JSONDecoder()
+    items: list[dict[str, Any]] = []
+    while True:
+        gap = _SPACE_OR_COMMA.match(text, pos)
+        pos = gap.end() if gap else pos
+        if pos >= len(text) or text[pos] != "{":
+            return items
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return items
+        if isinstance(value, dict):
+            items.append(value)

@@ -123,6 +123,11 @@ class LocalLlamaServer:
             raise LLMTransportError("LocalLlamaServer is not running")
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def slot_context(self) -> int:
+        """Context tokens one request may use: llama.cpp splits ``n_ctx`` over its slots."""
+        return self.n_ctx // self.n_parallel
+
     def _log_tail(self) -> str:
         if self._log is None:
             return ""

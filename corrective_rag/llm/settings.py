@@ -1,7 +1,8 @@
 """Settings of the chat client that travel together: timeouts, retry policy, prices.
 
 Frozen values, validated on construction; :func:`parse_retry_after` reads a ``Retry-After``
-header (delta seconds or an HTTP date).
+header (delta seconds or an HTTP date); :func:`call_settings` turns the one number a user gives
+(most seconds a call may take) into both.
 """
 
 from __future__ import annotations
@@ -14,7 +15,21 @@ from datetime import datetime, timezone
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int, is_number
 
-__all__ = ["Pricing", "Retries", "Timeouts", "finite", "parse_retry_after"]
+__all__ = [
+    "LOCAL_CALL_SECONDS",
+    "REMOTE_CALL_SECONDS",
+    "Pricing",
+    "Retries",
+    "Timeouts",
+    "call_settings",
+    "finite",
+    "parse_retry_after",
+]
+
+REMOTE_CALL_SECONDS = 60.0
+# A small model on CPU writes a few tokens a second: a grading call of several documents takes
+# minutes on a busy machine.
+LOCAL_CALL_SECONDS = 300.0
 
 
 def finite(value: object) -> bool:
@@ -113,3 +128,25 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     if math.isnan(seconds) or math.isinf(seconds):
         return None
     return max(0.0, seconds)
+
+
+def call_settings(
+    seconds: float | None = None, *, max_retries: int | None = None, local: bool = False
+) -> tuple[Timeouts, Retries]:
+    """Timeouts and retries under which one LLM call, tries included, ends within ``seconds``.
+
+    The one setting behind every call a client makes (grading, proposal, rewrite, answer,
+    refinement): a try's total and the tries' shared bound are both ``seconds`` (default 60, or
+    300 for a ``local`` llama.cpp server). ``local``: silence is no fault either (a server that
+    does not stream sends nothing until its reply is complete), so the read timeout is
+    ``seconds`` too.
+    """
+    if seconds is None:
+        seconds = LOCAL_CALL_SECONDS if local else REMOTE_CALL_SECONDS
+    if not finite(seconds) or seconds <= 0:
+        raise ConfigError(f"seconds must be a positive number, got {seconds!r}")
+    read = seconds if local else min(Timeouts().read, seconds)
+    timeouts = Timeouts(read=read, total=seconds)
+    if max_retries is None:
+        return timeouts, Retries(give_up_after=seconds)
+    return timeouts, Retries(max_retries=max_retries, give_up_after=seconds)

@@ -2,19 +2,34 @@
 
 A rewrite is rejected when it repeats a query already tried (compared on normalised text and on
 content terms) or shares no content term with the original question: such a query cannot find
-anything new, or has drifted off the user's topic.
+anything new, or has drifted off the user's topic. :func:`is_copied_sentence` tells a proposal
+that is a sentence copied from a document (a small model's habit: it states the answer instead of
+searching for what is missing), which a caller can treat as a poor search.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 
 from corrective_rag.text import content_terms
 
-__all__ = ["MAX_QUERY_CHARS", "REPEATED", "check_rewrite", "normalise_query", "repeats"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "REPEATED",
+    "check_rewrite",
+    "is_copied_sentence",
+    "normalise_query",
+    "repeats",
+]
 
 MAX_QUERY_CHARS = 2000  # longer rewrites are prompt soup, not queries
 REPEATED = "rewrite repeats a query already tried"
+# A proposal of fewer words is a keyword query even when a document holds it (a name, a title);
+# from this many on, one that a document holds nearly word for word is a copied sentence.
+COPIED_MIN_WORDS = 6
+COPIED_SHARE = 0.8  # of the proposal's word trigrams found in one document
+_WORD = re.compile(r"\w+")
 
 
 def normalise_query(query: str) -> str:
@@ -45,3 +60,25 @@ def check_rewrite(candidate: str, question: str, tried: Sequence[str]) -> str | 
     if question_terms and not terms & question_terms:
         return "rewrite shares no content term with the original question (drift)"
     return None
+
+
+def _trigrams(words: Sequence[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def is_copied_sentence(proposal: str, documents: Iterable[str]) -> bool:
+    """True when ``proposal`` is a sentence copied (nearly word for word) from one of ``documents``.
+
+    Pure: words are compared lower-cased, punctuation ignored; a proposal of at least
+    ``COPIED_MIN_WORDS`` words is copied when ``COPIED_SHARE`` of its word trigrams occur in a
+    single document. Shorter proposals (keywords, a name) are never called copied.
+    """
+    words = _WORD.findall(proposal.lower())
+    if len(words) < COPIED_MIN_WORDS:
+        return False
+    wanted = _trigrams(words)
+    for text in documents:
+        found = wanted & _trigrams(_WORD.findall(text.lower()))
+        if len(found) >= COPIED_SHARE * len(wanted):
+            return True
+    return False

@@ -4,8 +4,12 @@ For tests and benchmarks of the LLM path without a model: replies are a determin
 the request (by default :func:`default_reply`, which grades documents by word overlap), every
 request can be delayed, and faults (429 with ``Retry-After``, 5xx, hangs, requests held until the
 test releases them, bodies dripped one byte at a time or cut short, non-JSON, wrong-shape JSON,
-huge bodies, scripted content) are queued for the next requests.
-Requests are served in parallel, one thread each, and recorded::
+huge bodies, scripted content, replies cut at the token limit, streams that stall until the client
+hangs up) are queued for the next requests. A request asking for ``stream: true`` is answered
+with server-sent events as OpenAI streams them (unless ``streaming=False``: a server that ignores
+it); a client closing a stream's connection is counted (:attr:`ScriptedLLMServer.disconnects`),
+so a test can prove that a client gave up for real. Requests are served in parallel, one thread
+each, and recorded::
 
     with ScriptedLLMServer(latency=0.05) as server:
         server.enqueue(Fault.rate_limited(retry_after="1"))
@@ -43,6 +47,7 @@ class Fault:
     body: str = ""
     seconds: float = 0.0
     size: int = 0
+    finish_reason: str = "stop"
 
     @classmethod
     def rate_limited(cls, retry_after: str | None = "1") -> Fault:
@@ -90,9 +95,27 @@ class Fault:
         return cls("content", body=text)
 
     @classmethod
+    def cut(cls, text: str) -> Fault:
+        """A completion of ``text`` ended by the token limit (``finish_reason`` ``length``)."""
+        return cls("content", body=text, finish_reason="length")
+
+    @classmethod
+    def stalled_stream(cls) -> Fault:
+        """Start a streamed reply, then send nothing more until the client closes the connection.
+
+        What a busy model looks like to a client that gave up: the test waits on
+        :meth:`ScriptedLLMServer.wait_for_disconnects`, which proves that the client hung up.
+        """
+        return cls("stall")
+
+    @classmethod
     def huge(cls, size: int = 10_000_000) -> Fault:
         """HTTP 200 streaming ``size`` bytes without a Content-Length."""
         return cls("huge", size=size)
+
+
+_STREAM_PIECE = 16  # characters per streamed delta: many events, as a model streams tokens
+_HANGUP_POLL = 0.05  # seconds between checks for the server's stop while awaiting a hang-up
 
 
 def _words(text: str) -> int:
@@ -209,7 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._answer(owner, request, fault)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout, size cap): nothing left to do
+            owner._hung_up()  # the client gave up (timeout, size cap): nothing left to do
         finally:
             owner._end()
 
@@ -233,6 +256,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             return
         fmt = (request.get("response_format") or {}).get("type")
+        if owner.reject_stream and "stream" in request:
+            msg = "stream_options: unknown field, stream is not supported by this server"
+            self._send(400, json.dumps({"error": {"message": msg}}).encode())
+            return
         if fmt and fmt in owner.reject_formats:
             msg = f"response_format type {fmt} is not supported by this server"
             self._send(400, json.dumps({"error": {"message": msg}}).encode())
@@ -262,7 +289,17 @@ class _Handler(BaseHTTPRequestHandler):
             for _ in range(fault.size // len(chunk) + 1):
                 self.wfile.write(chunk)
             return
+        if fault and kind == "stall":
+            self._start_stream()
+            self._event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+            self._await_hangup(owner)
+            return
         text = fault.body if fault and kind == "content" else owner.reply(request)
+        finish = fault.finish_reason if fault and kind == "content" else "stop"
+        usage = self._usage(owner, request, text)
+        if request.get("stream") is True and owner.streaming:
+            self._stream(owner, request, text, finish, usage)
+            return
         completion: dict[str, Any] = {
             "id": f"chatcmpl-{owner.request_count}",
             "object": "chat.completion",
@@ -271,19 +308,84 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                 }
             ],
         }
-        if owner.usage:
-            count = owner.count_tokens or _words
-            prompt = sum(count(str(m.get("content", ""))) for m in request["messages"])
-            completion["usage"] = {
-                "prompt_tokens": prompt,
-                "completion_tokens": count(text),
-                "total_tokens": prompt + count(text),
-            }
+        if usage is not None:
+            completion["usage"] = usage
         self._send(200, json.dumps(completion).encode())
+
+    @staticmethod
+    def _usage(
+        owner: ScriptedLLMServer, request: Mapping[str, Any], text: str
+    ) -> dict[str, int] | None:
+        if not owner.usage:
+            return None
+        count = owner.count_tokens or _words
+        prompt = sum(count(str(m.get("content", ""))) for m in request["messages"])
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": count(text),
+            "total_tokens": prompt + count(text),
+        }
+
+    # -- server-sent events ------------------------------------------------------------------
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _event(self, event: Mapping[str, Any] | str) -> None:
+        data = event if isinstance(event, str) else json.dumps(event)
+        self._chunk(f"data: {data}\n\n".encode())
+
+    def _stream(
+        self,
+        owner: ScriptedLLMServer,
+        request: Mapping[str, Any],
+        text: str,
+        finish: str,
+        usage: dict[str, int] | None,
+    ) -> None:
+        """Send ``text`` as OpenAI streams it: role, content deltas, finish, usage, [DONE]."""
+        head = {"id": f"chatcmpl-{owner.request_count}", "object": "chat.completion.chunk"}
+        head["model"] = owner.model
+        self._start_stream()
+        self._event({**head, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+        for start in range(0, len(text), _STREAM_PIECE):
+            delta = {"content": text[start : start + _STREAM_PIECE]}
+            self._event({**head, "choices": [{"index": 0, "delta": delta}]})
+        self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        options = request.get("stream_options")
+        if usage is not None and isinstance(options, dict) and options.get("include_usage"):
+            self._event({**head, "choices": [], "usage": usage})
+        self._event("[DONE]")
+        self._chunk(b"")
+
+    def _await_hangup(self, owner: ScriptedLLMServer) -> None:
+        """Block until the client closes the connection (counted) or the server stops."""
+        self.connection.settimeout(_HANGUP_POLL)
+        while not owner._stopping.is_set():
+            try:
+                if self.connection.recv(1) == b"":
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        else:
+            return
+        owner._hung_up()
+        self.close_connection = True
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -302,6 +404,10 @@ class ScriptedLLMServer:
         usage: include a ``usage`` block in replies.
         count_tokens: counts a message's tokens for that block (default: its words).
         reject_formats: ``response_format`` types answered with HTTP 400 "not supported".
+        streaming: answer ``stream: true`` requests with server-sent events (False: ignore
+            ``stream`` and answer with one body, as some servers do).
+        reject_stream: answer any request naming ``stream`` with HTTP 400, as a server that
+            refuses unknown fields does.
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
             deterministic when requests from many threads arrive in any order. Faults queued
@@ -311,6 +417,8 @@ class ScriptedLLMServer:
         requests: every chat request body received, in arrival order.
         request_count: how many chat requests arrived.
         max_in_flight: the most chat requests being served at the same time.
+        disconnects: how many times a client closed a connection while its reply was being
+            served (a stalled stream it gave up on, or a write that found it gone).
     """
 
     def __init__(
@@ -323,6 +431,8 @@ class ScriptedLLMServer:
         reject_formats: Iterable[str] = (),
         faults: FaultChooser | None = None,
         count_tokens: Callable[[str], int] | None = None,
+        streaming: bool = True,
+        reject_stream: bool = False,
     ) -> None:
         self.reply: Reply = reply or default_reply
         self.latency = latency
@@ -333,6 +443,9 @@ class ScriptedLLMServer:
         self.requests: list[dict[str, Any]] = []
         self.request_count = 0
         self.max_in_flight = 0
+        self.disconnects = 0
+        self.streaming = streaming
+        self.reject_stream = reject_stream
         self._in_flight = 0
         self._faults: deque[Fault | None] = deque()
         self._chooser = faults
@@ -368,6 +481,11 @@ class ScriptedLLMServer:
         """
         with self._arrived:
             return self._arrived.wait_for(lambda: self.request_count >= count, timeout)
+
+    def wait_for_disconnects(self, count: int, timeout: float = 120.0) -> bool:
+        """Block until clients have closed ``count`` connections mid-reply (False on timeout)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.disconnects >= count, timeout)
 
     def release(self) -> None:
         """Let every request held by :meth:`Fault.held` (now and later) be answered."""
@@ -416,6 +534,11 @@ class ScriptedLLMServer:
             attempt = self._seen.get(body, 0)
             self._seen[body] = attempt + 1
         return self._chooser(request, attempt)
+
+    def _hung_up(self) -> None:
+        with self._lock:
+            self.disconnects += 1
+            self._arrived.notify_all()
 
     def _end(self) -> None:
         with self._lock:

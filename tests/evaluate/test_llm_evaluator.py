@@ -179,3 +179,52 @@ def test_conflicting_verdicts_for_one_id_are_regraded_alone():
         evaluation = LLMEvaluator(client(srv), batch_size=2).evaluate(QUESTION, docs(2))
         assert [["d0", "d1"], ["d1"]] == [sent_ids(r) for r in srv.requests]
     assert False is evaluation.verdicts[1].relevant
+
+
+def _verdict(doc_id: str, relevant: bool, reasoning: str) -> dict:
+    return {"id": doc_id, "relevant": relevant, "score": 0.9 if relevant else 0.1,
+            "confidence": 0.9, "reasoning": reasoning, "missing": None}  # fmt: skip
+
+
+def test_cut_reply_keeps_complete_verdicts_and_asks_only_for_the_rest():
+    """A reply cut mid-string keeps its finished verdicts; one call asks for exactly the rest."""
+    done = [_verdict("d0", True, "from the cut reply"), _verdict("d1", False, "cut reply too")]
+    cut = json.dumps({"verdicts": done})[:-2] + ', {"id": "d2", "relevant": true, "reasoning": "lo'
+    with ScriptedLLMServer() as srv:
+        srv.enqueue(Fault.cut(cut))
+        evaluation = LLMEvaluator(client(srv), batch_size=4).evaluate(QUESTION, docs(4))
+        assert [["d0", "d1", "d2", "d3"], ["d2", "d3"]] == [sent_ids(r) for r in srv.requests]
+    v0, v1, v2, v3 = evaluation.verdicts
+    assert ("from the cut reply", "cut reply too") == (v0.reasoning, v1.reasoning)
+    assert (True, False) == (v2.relevant, v3.relevant)  # graded by the second call
+    assert (2, 0) == (evaluation.usage.llm_calls, evaluation.usage.failed_calls)
+
+
+def test_missing_ids_are_asked_again_once_then_recorded_ungraded():
+    """Ids a reply leaves out are asked again once, together; what is still missing is ungraded."""
+
+    def first_only(request):
+        reply = json.loads(default_reply(request))
+        return json.dumps({"verdicts": reply["verdicts"][:1]})
+
+    with ScriptedLLMServer(reply=first_only) as srv:
+        evaluation = LLMEvaluator(client(srv), batch_size=3).evaluate(QUESTION, docs(3))
+        assert [["d0", "d1", "d2"], ["d1", "d2"]] == [sent_ids(r) for r in srv.requests]
+    v0, v1, v2 = evaluation.verdicts
+    assert (True, True) == (v0.graded, v1.graded)
+    assert (False, None) == (v2.graded, v2.relevant)
+    assert "no usable verdict" in v2.error
+
+
+def test_reply_reserve_follows_the_prompts_word_limit():
+    """The prompt limits reasoning in words, the schema in characters, and max_tokens follows."""
+    with ScriptedLLMServer() as srv:
+        LLMEvaluator(client(srv), batch_size=4).evaluate(QUESTION, docs(4))
+        request = srv.requests[0]
+    system = request["messages"][0]["content"]
+    assert f"at most {prompts.REASONING_WORDS} words" in system
+    schema = request["response_format"]["json_schema"]["schema"]
+    reasoning = schema["properties"]["verdicts"]["items"]["properties"]["reasoning"]
+    assert prompts.REASONING_CHARS == reasoning["maxLength"]
+    # 4 verdicts at their longest (a token per 3 characters) fit the reserve with room left
+    assert 4 * (2 * prompts.REASONING_CHARS // 3 + 40) + 60 <= request["max_tokens"] < 4 * 160

@@ -1,0 +1,110 @@
+"""A streamed chat completion (server-sent events) read into one completion body, bounded.
+
+The client asks for ``stream: true`` so that it can close the connection at a deadline or on
+cancellation and a server that stops on disconnect (llama.cpp, vLLM) stops generating; it still
+wants one reply. :func:`collect_events` reads the ``data:`` lines of the stream, joins the
+deltas' text and keeps the finish reason, the model and the usage of the last chunk
+(``stream_options.include_usage``), and returns the equivalent non-streamed body, so that one
+reader (:func:`corrective_rag.llm.reply.read_reply`) handles both. Pure over byte chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from corrective_rag.errors import LLMResponseError, LLMTransportError
+
+__all__ = ["EVENT_STREAM", "collect_events", "is_event_stream"]
+
+EVENT_STREAM = "text/event-stream"
+_DONE = b"[DONE]"
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """Whether a response's ``Content-Type`` says server-sent events (else one JSON body)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() == EVENT_STREAM
+
+
+def collect_events(chunks: Iterable[bytes], limit: int) -> bytes:
+    """The chat completion body equivalent to the event stream in ``chunks``.
+
+    Args:
+        chunks: the response body as it arrives, in pieces of any size.
+        limit: most bytes read from the stream in all.
+
+    Raises:
+        LLMResponseError: the stream exceeds ``limit``, carries an error event or an event that
+            is not a chat completion chunk.
+        LLMTransportError: the stream ended before ``data: [DONE]`` and before any finish
+            reason (the connection was cut mid-reply).
+    """
+    parts: list[str] = []
+    state: dict[str, Any] = {"finish_reason": None, "model": None, "usage": None, "done": False}
+    size = 0
+    pending = b""
+    for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise LLMResponseError(f"event stream exceeds the {limit}-byte limit")
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            _event(line, parts, state)
+            if state["done"]:
+                return _body(parts, state)
+    _event(pending, parts, state)
+    if not state["done"] and state["finish_reason"] is None:
+        raise LLMTransportError("event stream ended before the reply was complete")
+    return _body(parts, state)
+
+
+def _event(line: bytes, parts: list[str], state: dict[str, Any]) -> None:
+    """Fold one line of the stream into ``parts`` and ``state`` (comments and blanks skipped)."""
+    line = line.strip()
+    if not line.startswith(b"data:"):
+        return  # blank separators, ": keep-alive" comments, event:/id: fields
+    data = line[5:].strip()
+    if data == _DONE:
+        state["done"] = True
+        return
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise LLMResponseError(
+            "event stream carries data that is not JSON", body=data[:500].decode("utf-8", "replace")
+        ) from None
+    if not isinstance(event, dict):
+        raise LLMResponseError("event stream carries data that is not an object")
+    if "error" in event:
+        raise LLMResponseError("event stream carries an error", body=json.dumps(event)[:2000])
+    if isinstance(event.get("model"), str):
+        state["model"] = event["model"]
+    if isinstance(event.get("usage"), dict):
+        state["usage"] = event["usage"]
+    choices = event.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return  # the usage-only last chunk
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise LLMResponseError("event stream chunk has a malformed choice")
+    delta = choice.get("delta") or {}
+    text = delta.get("content") if isinstance(delta, dict) else None
+    if isinstance(text, str):
+        parts.append(text)
+    if isinstance(choice.get("finish_reason"), str):
+        state["finish_reason"] = choice["finish_reason"]
+
+
+def _body(parts: list[str], state: dict[str, Any]) -> bytes:
+    message = {"role": "assistant", "content": "".join(parts)}
+    body: dict[str, Any] = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": state["finish_reason"]}],
+    }
+    if state["model"] is not None:
+        body["model"] = state["model"]
+    if state["usage"] is not None:
+        body["usage"] = state["usage"]
+    return json.dumps(body).encode()
