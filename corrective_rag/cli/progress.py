@@ -3,7 +3,8 @@
 The number of chunks a corpus makes is known only once it is read, and reading a large file
 takes as long as tokenizing it. The total is therefore estimated from how far into the input
 the reading is (bytes of the files read so far, and the character offset into the current
-one) and refined at every write: the bar's ETA is tqdm's, over that total.
+text file) and refined at every write: the bar's ETA is tqdm's, over that total. Until a first
+estimate exists (a single JSONL file being read), the bar counts chunks without a total.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class ChunkProgress:
                     self._done_bytes += _size(self._source, self._position)
                 self._source, self._position = source, 0
             end = doc.metadata.get("end")
-            if isinstance(end, int):
+            # In a text file ``end`` is an offset into the file; in a JSONL file it is one into
+            # the record, so such a file counts only once it has been read whole.
+            if isinstance(end, int) and "line" not in doc.metadata:
                 self._position = max(self._position, end)
             self._read += 1
             yield doc

@@ -173,3 +173,22 @@ def test_index_progress_shows_a_total_in_chunks(tmp_path, capsys) -> None:
     written = int(captured.out.split("indexed ")[1].split()[0])
     assert f"{written}/{written}" in captured.err
     assert "chunk" in captured.err
+
+
+def test_the_chunk_total_is_estimated_from_the_bytes_read(tmp_path) -> None:
+    """Halfway through the input the total is twice the chunks read; JSONL offsets don't count."""
+    from corrective_rag.cli.progress import ChunkProgress
+
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("x" * 100, encoding="utf-8")
+    second.write_text("y" * 100, encoding="utf-8")
+    bar = ChunkProgress(200, disable=True)
+    docs = [Document(f"a#{i}", "x", {"source": str(first), "end": 25 * (i + 1)}) for i in range(4)]
+    docs.append(Document("b#0", "y", {"source": str(second), "end": 0}))
+    list(bar.track(docs[:2]))
+    assert 8 == bar.estimate()  # 2 chunks in 50 of 200 bytes
+    list(bar.track(docs[2:]))
+    assert 10 == bar.estimate()  # 5 chunks in 100 bytes (a.txt whole, b.txt begun)
+    jsonl = ChunkProgress(200, disable=True)
+    list(jsonl.track([Document("r", "z", {"source": "c.jsonl", "line": 1, "end": 50})]))
+    assert jsonl.estimate() is None
