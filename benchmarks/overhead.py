@@ -50,7 +50,7 @@ PARTS = (
     ("grading prompts + tiktoken", "evaluate/llm.py", "_batches"),
     ("retrieval: hybrid store (all legs)", "store/hybrid.py", "retrieve"),
     ("  bm25 leg", "store/bm25.py", "top_k"),
-    ("  dense leg: chromadb query", "store/chroma.py", "query"),
+    ("  dense leg: chromadb query", "store/chroma.py", "dense"),
     ("  dense leg: query embedding (cache)", "benchmarks/retrievers.py", "embed"),
     ("  fetching hit documents", "store/search.py", "fetched_hits"),
     ("multi-query fusion", "loop/multiquery.py", "search_queries"),

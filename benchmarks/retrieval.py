@@ -3,7 +3,7 @@
     python benchmarks/retrieval.py CISI_DIR --json out/cisi.json
     python benchmarks/retrieval.py DIR --backend qdrant --json out/cisi-qdrant.json
 
-``--backend qdrant`` runs the same legs and fusion through ``QdrantStore`` (qdrant-client's
+``--backend qdrant`` runs the same legs and fusion through ``HybridStore.qdrant`` (qdrant-client's
 local mode) instead of ``HybridStore``.
 
 Only queries with a positive qrel are counted. ``--embedding-cache FILE.npz`` keeps document
@@ -64,9 +64,9 @@ def evaluate(
 
 def _open_store(backend: str, embedder: Any, fusion: Any, candidates: int) -> Any:
     if backend == "qdrant":
-        from corrective_rag.store.qdrant import QdrantStore
-
-        return QdrantStore.in_memory(embedder=embedder, fusion=fusion, candidates=candidates)
+        return HybridStore.qdrant(
+            ":memory:", embedder=embedder, fusion=fusion, candidates=candidates
+        )
     return HybridStore.in_memory(embedder=embedder, fusion=fusion, candidates=candidates)
 
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             "fusion": repr(fusion),
             "candidates": args.candidates,
             "backend": args.backend,
-            "bm25": store._bm25.implementation if args.backend == "hybrid" else "qdrant-idf",
+            "bm25": store._bm25.implementation if store._bm25 is not None else "qdrant-idf",
             "torch_threads": args.torch_threads or "default",
         },
         "runs": runs,

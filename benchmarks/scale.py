@@ -94,12 +94,10 @@ def _peak_rss_mb() -> float:
 
 
 def _open(backend: str, embedder: Any) -> Any:
-    if backend == "qdrant":
-        from corrective_rag.store.qdrant import QdrantStore
-
-        return QdrantStore.in_memory(embedder=embedder)
     from corrective_rag.store.hybrid import HybridStore
 
+    if backend == "qdrant":
+        return HybridStore.qdrant(":memory:", embedder=embedder)
     return HybridStore.in_memory(embedder=embedder)
 
 
@@ -236,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backend",
         choices=["hybrid", "qdrant", "naive"],
-        help="measure one store only (qdrant: QdrantStore in qdrant-client's local mode)",
+        help="measure one store only (qdrant: HybridStore.qdrant in qdrant-client's local mode)",
     )
     args = parser.parse_args(argv)
     if args.torch_threads:

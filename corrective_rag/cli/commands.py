@@ -166,7 +166,7 @@ def results_path(text: str) -> Path:
 def cmd_index(args: argparse.Namespace) -> int:
     """Add files to the store (a file's chunks replaced as one unit), with a progress bar."""
     from corrective_rag.store.indexing import read_paths
-    from corrective_rag.store.loaders import UnreadableFileError
+    from corrective_rag.store.loaders import UnreadableFileError, path_name
 
     if args.no_progress:
         quiet_progress()
@@ -175,7 +175,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         args.paths,
         chunk_tokens=args.chunk_tokens,
         overlap=args.overlap,
-        skip_unreadable=(lambda p, why: skipped.append((str(p), why)))
+        skip_unreadable=(lambda p, why: skipped.append((path_name(p), why)))
         if args.skip_unreadable
         else None,
     )
@@ -198,38 +198,48 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace, docs: Any, skipped: list[tuple[str, str]]) -> Any:
-    """Write ``docs`` into the store ``args`` names, behind a progress bar; the report."""
+    """Write ``docs`` into the store ``args`` names, behind a progress bar; the report.
+
+    A first ``index`` that fails before any document is stored removes what it created, so
+    that no half-made store is left behind (a later one would refuse the folder).
+    """
     import itertools
 
-    from tqdm import tqdm
-
+    from corrective_rag.cli.progress import ChunkProgress
     from corrective_rag.cli.wiring import open_store
-    from corrective_rag.store.indexing import index_documents
+    from corrective_rag.store.folders import NewFolder
+    from corrective_rag.store.indexing import index_documents, input_bytes
 
     first = next(docs, None)  # a folder with nothing to index fails before a store is made
     if first is None:
         also = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
         raise InputError(f"no documents found in {', '.join(args.paths)}{also}")
-    bars: list[Any] = []  # shown from the first write on: a bad first file prints one line
-
-    def progress(n: int) -> None:
-        if not bars:
-            bars.append(tqdm(unit="doc", file=sys.stderr, disable=args.no_progress))
-        bars[0].update(n)
-
+    opts = options(args)
+    local = opts.store or (opts.qdrant if not (opts.qdrant or "").startswith("http") else None)
+    made = NewFolder(local) if local else None
+    # shown from the first write on: a bad first file prints one line
+    bar = ChunkProgress(input_bytes(args.paths), disable=args.no_progress)
+    stored = 0
     try:
-        with open_store(options(args), create=True) as store:
-            return index_documents(
-                store,
-                itertools.chain([first], docs),
-                roots=args.paths,
-                prune=args.prune,
-                progress=progress,
-                skipped=skipped,
-            )
+        with open_store(opts, create=True) as store:
+            try:
+                return index_documents(
+                    store,
+                    bar.track(itertools.chain([first], docs)),
+                    roots=args.paths,
+                    prune=args.prune,
+                    progress=bar.update,
+                    skipped=skipped,
+                )
+            except BaseException:
+                stored = store.count() if made is not None and made.fresh else 0
+                raise
+    except BaseException:
+        if made is not None and not stored:
+            made.remove()
+        raise
     finally:
-        for bar in bars:
-            bar.close()
+        bar.close()
 
 
 def _table(result: Any) -> str:
@@ -299,6 +309,19 @@ def _cancel_event(args: argparse.Namespace) -> Any:
     return interrupts.event if interrupts is not None else None
 
 
+def _check_outside_stores(opts: Any, outputs: list[tuple[str, str | None]]) -> None:
+    """Refuse an output path inside a store folder the command reads.
+
+    A folder that holds no store is left to the store's own check (it is refused there).
+    """
+    from corrective_rag.cli.wiring import store_folders
+    from corrective_rag.store.folders import check_outside_store, is_store
+
+    for folder in store_folders(opts):
+        if is_store(folder):
+            check_outside_store(outputs, folder)
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
     from corrective_rag.cli.environment import secrets
@@ -308,8 +331,10 @@ def cmd_batch(args: argparse.Namespace) -> int:
     from corrective_rag.runs.queries import read_queries
 
     opts = options(args)
-    # Nothing is run, and nothing written, when an output would replace an input or the other.
+    # Nothing is run, and nothing written, when an output would replace an input or the other,
+    # or lie inside a store being read (a summary over chroma.sqlite3 destroys the store).
     check_output(args.out, inputs=[("QUERIES", args.queries)], what="--out")
+    _check_outside_stores(opts, [("--out", args.out), ("--summary-json", args.summary_json)])
     if args.summary_json:
         check_output(
             args.summary_json,

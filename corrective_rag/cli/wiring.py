@@ -17,7 +17,15 @@ from corrective_rag.errors import ConfigError, InputError, LLMTransportError
 from corrective_rag.logs import get_logger
 from corrective_rag.types import RunResult
 
-__all__ = ["Options", "RunnerFactory", "check_reachable", "open_store", "orchestrator", "run_one"]
+__all__ = [
+    "Options",
+    "RunnerFactory",
+    "check_reachable",
+    "open_store",
+    "orchestrator",
+    "run_one",
+    "store_folders",
+]
 
 log = get_logger(__name__)
 
@@ -59,38 +67,58 @@ class Options:
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
-    """Open the hybrid store named by ``--store`` (or ``--chroma-host``); close it after use.
+    """Open the store named by ``--store``, ``--chroma-host`` or ``--qdrant``; close it after use.
 
     Only ``index`` passes ``create``: it may make a store in a new or empty folder. Every other
-    command opens an existing store read-only, and a folder that is not a store is refused
-    before anything is written into it.
+    command opens an existing store (read-only for ``--store``), a folder that is not a store is
+    refused before anything is written into it, and a store with no documents is an error.
 
     Raises:
-        StoreError: the folder is not a store (or, without ``create``, holds none).
+        StoreError: the folder is not a store (or, without ``create``, holds none, or holds no
+            documents).
     """
-    if opts.qdrant:
-        return _open_qdrant(opts, create=create)
-    if not opts.chroma_host and not opts.store:
-        raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
     from corrective_rag.store.hybrid import HybridStore
 
-    if opts.chroma_host:
-        return HybridStore.connect(opts.chroma_host, opts.chroma_port)
-    return HybridStore.open(Path(opts.store or "."), create=create, read_only=not create)
+    if opts.qdrant:
+        if opts.store or opts.chroma_host:
+            raise ConfigError("give --qdrant alone, without --store or --chroma-host")
+        url = opts.qdrant
+        if not url.startswith(("http://", "https://")) and not create and not Path(url).is_dir():
+            raise InputError(
+                f"qdrant folder not found: {url} (create it with 'corrective-rag index')"
+            )
+        store = HybridStore.qdrant(url, api_key=opts.qdrant_api_key, create=create)
+    elif opts.chroma_host:
+        store = HybridStore.connect(opts.chroma_host, opts.chroma_port)
+    elif opts.store:
+        store = HybridStore.open(Path(opts.store), create=create, read_only=not create)
+    else:
+        raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
+    if not create:
+        _require_documents(store, opts.qdrant or opts.store or opts.chroma_host or "")
+    return store
 
 
-def _open_qdrant(opts: Options, *, create: bool) -> Any:
-    """A QdrantStore on a server URL, or in a local-mode folder."""
-    if opts.store or opts.chroma_host:
-        raise ConfigError("give --qdrant alone, without --store or --chroma-host")
-    from corrective_rag.store.qdrant import QdrantStore
+def _require_documents(store: Any, name: str) -> None:
+    """Refuse a store with no documents: every answer from it would be empty, yet look fine."""
+    from corrective_rag.errors import StoreError
 
-    url = opts.qdrant or ""
-    if url.startswith(("http://", "https://")):
-        return QdrantStore.connect(url, api_key=opts.qdrant_api_key)
-    if not create and not Path(url).is_dir():
-        raise InputError(f"qdrant folder not found: {url} (create it with 'corrective-rag index')")
-    return QdrantStore.open(url)
+    try:
+        empty = store.count() == 0
+    except BaseException:
+        store.close()
+        raise
+    if empty:
+        store.close()
+        raise StoreError(f"store {name} holds no documents (add some with 'corrective-rag index')")
+
+
+def store_folders(opts: Options) -> list[str]:
+    """The local folders of the stores the options name (servers have none)."""
+    folders = [opts.store, opts.fallback_store]
+    if opts.qdrant and not opts.qdrant.startswith(("http://", "https://")):
+        folders.append(opts.qdrant)
+    return [f for f in folders if f]
 
 
 def check_reachable(base_url: str) -> None:

@@ -1,4 +1,4 @@
-"""One write applied to both sides of a :class:`~corrective_rag.store.hybrid.HybridStore`, or none.
+"""One write applied to a backend and the BM25 index kept beside it, or to neither.
 
 A write changes the dense side, then BM25, then commits. In memory, committing drops the BM25
 index's recorded changes; on disk it saves them under a fresh stamp (BM25 file first, then the
@@ -16,8 +16,8 @@ import numpy as np
 
 from corrective_rag.errors import StoreConsistencyError, StoreError
 from corrective_rag.logs import get_logger
+from corrective_rag.store.backend import Backend, Record, Stamped
 from corrective_rag.store.bm25 import BM25Index
-from corrective_rag.store.dense import DenseIndex, Record
 from corrective_rag.store.persist import SavedBM25, new_stamp
 from corrective_rag.types import Document
 
@@ -30,7 +30,7 @@ log = get_logger(__name__)
 class Sides:
     """Both sides of a store, and where the BM25 side is saved (``None``: in memory only)."""
 
-    dense: DenseIndex
+    dense: Backend
     bm25: BM25Index
     saved: SavedBM25 | None
 
@@ -112,7 +112,7 @@ def apply_write(
             return stamp
         new = new_stamp()
         undo = saved.commit(bm25, stamp or "", new)  # BM25 file first, then chroma
-        dense.set_stamp(new)
+        _stamped(dense).set_stamp(new)
         return new
     except Exception as exc:
         _rollback(before, dense=dense, bm25=bm25, saved=saved, undo=undo, stamp=stamp)
@@ -132,7 +132,7 @@ def _wrapped(exc: Exception) -> StoreError:
 def _rollback(
     before: Before,
     *,
-    dense: DenseIndex,
+    dense: Backend,
     bm25: BM25Index,
     saved: SavedBM25 | None,
     undo: int | None,
@@ -144,7 +144,7 @@ def _rollback(
         bm25.put_tokens(before.old_tokens)
         if saved is not None and stamp is not None:
             saved.undo(undo, bm25, stamp)
-            dense.set_stamp(stamp)
+            _stamped(dense).set_stamp(stamp)
         else:
             bm25.take_changes()
     except Exception as exc:
@@ -155,12 +155,18 @@ def _rollback(
     log.warning("store_write_rolled_back", documents=len(before.ids))
 
 
-def _restore_dense(
-    dense: DenseIndex, new_ids: Sequence[str], previous: Mapping[str, Record]
-) -> None:
+def _stamped(dense: Backend) -> Stamped:
+    """The backend as one that keeps a stamp (only stores on disk, which always are, commit one)."""
+    if not isinstance(dense, Stamped):
+        raise StoreError("a store saved on disk needs a backend that keeps a stamp")
+    return dense
+
+
+def _restore_dense(dense: Backend, new_ids: Sequence[str], previous: Mapping[str, Record]) -> None:
     """Undo a dense write: delete ``new_ids`` new to it, put back the ``previous`` records."""
     dense.delete([i for i in new_ids if i not in previous])
     if previous:
         docs = [r.document for r in previous.values()]
-        current = dense.records(list(previous))
-        dense.write(docs, np.vstack([r.embedding for r in previous.values()]), current)
+        current = dense.fetch(list(previous))
+        vectors = [r.embedding for r in previous.values() if r.embedding is not None]
+        dense.write(docs, np.vstack(vectors), current)

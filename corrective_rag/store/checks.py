@@ -7,7 +7,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError, DuplicateIdError, InputError
 from corrective_rag.inputs import check_int, check_query
-from corrective_rag.store.dense import RESERVED_PREFIX
+from corrective_rag.store.backend import RESERVED_PREFIX
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 

@@ -1,6 +1,10 @@
-"""The shipped dense backend: a chromadb collection fed with embeddings we compute ourselves.
+"""The chromadb backend: a collection fed with embeddings we compute ourselves, BM25 beside it.
 
-:class:`ChromaIndex` implements :class:`~corrective_rag.store.dense.DenseIndex`. chromadb never
+:class:`ChromaBackend` implements :class:`~corrective_rag.store.backend.Backend` (and
+:class:`~corrective_rag.store.backend.Stamped`, for a store on disk). chromadb has no local
+BM25, so ``lexical`` is None: the store keeps its own BM25 index beside the collection. The
+openers (:func:`ephemeral_opener`, :func:`folder_opener`, :func:`server_opener`) return a
+callable the store calls on its first use, so constructing a store touches no client. chromadb never
 embeds anything here: collections are opened with ``embedding_function=None`` and
 every write passes ``embeddings=``, every query ``query_embeddings=`` (its default function would
 try to download an ONNX model). Each record's metadata carries a content hash of its text, so an
@@ -12,20 +16,30 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.errors import InputError, StoreError
+from corrective_rag.errors import ConfigError, InputError, StoreError
 from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
-from corrective_rag.store.dense import HASH_KEY, RESERVED_PREFIX, Record
+from corrective_rag.store.backend import HASH_KEY, RESERVED_PREFIX, Record, Run, Where
 from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
 
-__all__ = ["ChromaIndex", "open_collection", "readable_copy", "store_state"]
+__all__ = [
+    "MARKER",
+    "ChromaBackend",
+    "Opener",
+    "check_collection",
+    "ephemeral_opener",
+    "folder_opener",
+    "open_collection",
+    "readable_copy",
+    "server_opener",
+]
 
 log = get_logger(__name__)
 
@@ -50,21 +64,6 @@ def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
 MARKER = "chroma.sqlite3"  # a folder holding it is a store (chroma writes it at the first open)
 
 
-def store_state(directory: str) -> str:
-    """What ``directory`` is: a ``"store"``, ``"empty"``, ``"missing"``, ``"file"`` or ``"other"``.
-
-    A folder holding only our lock file counts as empty; ``"other"`` is a folder of other files.
-    """
-    if not os.path.exists(directory):
-        return "missing"
-    if not os.path.isdir(directory):
-        return "file"
-    names = set(os.listdir(directory))
-    if MARKER in names:
-        return "store"
-    return "empty" if names <= {LOCK_NAME} else "other"
-
-
 def readable_copy(directory: str) -> tuple[str, Callable[[], None]]:
     """A folder chromadb can open for reading ``directory``, and how to clean it up.
 
@@ -85,6 +84,12 @@ def readable_copy(directory: str) -> tuple[str, Callable[[], None]]:
     return copy, lambda: shutil.rmtree(tmp, ignore_errors=True)
 
 
+def check_collection(name: object) -> None:
+    """A chroma collection name: 3-512 characters (chromadb's own rule, checked up front)."""
+    if not isinstance(name, str) or not 3 <= len(name) <= 512:
+        raise ConfigError(f"collection name must have 3-512 characters, got {name!r}")
+
+
 def open_collection(client: Any, name: str) -> Any:
     """Get or create collection ``name`` in cosine space, with no embedding function."""
     try:
@@ -95,14 +100,16 @@ def open_collection(client: Any, name: str) -> Any:
         raise StoreError(f"cannot open chroma collection {name!r}: {exc}") from exc
 
 
-class ChromaIndex:
-    """Vectors of documents in one chromadb collection (cosine space): a ``DenseIndex``.
+class ChromaBackend:
+    """Documents and vectors in one chromadb collection (cosine space): a ``Backend``.
 
     Args:
         collection: a chromadb collection created with cosine space and no embedding function
             (:func:`open_collection`).
         on_close: called by :meth:`close` (an in-memory store drops its collection there).
     """
+
+    lexical = None  # chromadb scores no BM25 locally: the store keeps its index beside
 
     def __init__(self, collection: Any, *, on_close: Callable[[], None] | None = None) -> None:
         self.collection = collection
@@ -118,17 +125,15 @@ class ChromaIndex:
         """Number of stored documents."""
         return int(self.collection.count())
 
-    def records(self, ids: Sequence[str]) -> dict[str, Record]:
-        """The stored records among ``ids`` (text, metadata and vector)."""
+    def fetch(self, ids: Sequence[str], *, vectors: bool = False) -> dict[str, Record]:
+        """The stored records among ``ids`` (text, metadata; the vector with ``vectors``)."""
+        include = ["documents", "metadatas"] + (["embeddings"] if vectors else [])
         out: dict[str, Record] = {}
         for start in range(0, len(ids), READ_PAGE):
-            got = self.collection.get(
-                ids=list(ids[start : start + READ_PAGE]),
-                include=["documents", "metadatas", "embeddings"],
-            )
+            got = self.collection.get(ids=list(ids[start : start + READ_PAGE]), include=include)
             for i, doc_id in enumerate(got["ids"]):
                 doc = Document(doc_id, got["documents"][i], _strip(got["metadatas"][i]))
-                vec = np.asarray(got["embeddings"][i], dtype=np.float32)
+                vec = np.asarray(got["embeddings"][i], dtype=np.float32) if vectors else None
                 out[doc_id] = Record(doc, vec)
         return out
 
@@ -164,17 +169,15 @@ class ChromaIndex:
         for start in range(0, len(ids), WRITE_BATCH):
             self.collection.delete(ids=list(ids[start : start + WRITE_BATCH]))
 
-    def query(
-        self, vector: npt.NDArray[np.float32], n: int, where: Mapping[str, Any] | None
-    ) -> list[tuple[str, float]]:
-        """The ``n`` nearest ``(id, cosine similarity)`` pairs, optionally filtered."""
+    def dense(self, vector: npt.NDArray[np.float32], depth: int, where: Where | None) -> Run:
+        """The ``depth`` nearest ``(id, cosine similarity)`` pairs, optionally filtered."""
         total = self.count()
         if total == 0:
             return []
         try:
             got = self.collection.query(
                 query_embeddings=[np.asarray(vector, dtype=np.float32)],
-                n_results=min(n, total),
+                n_results=min(depth, total),
                 where=dict(where) if where else None,
                 include=["distances"],
             )
@@ -184,53 +187,20 @@ class ChromaIndex:
         distances = got["distances"][0] if got["distances"] else []
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
 
-    def matching_ids(self, where: Mapping[str, Any]) -> set[str]:
-        """Ids of the documents whose metadata satisfy a chromadb ``where`` filter."""
-        try:
-            got = self.collection.get(where=dict(where), include=[])
-        except Exception as exc:
-            raise _filter_error(exc, where) from exc
-        return set(got["ids"])
-
-    def documents(self, ids: Sequence[str]) -> dict[str, Document]:
-        """Stored documents by id (without vectors)."""
-        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return {
-            doc_id: Document(doc_id, got["documents"][i], _strip(got["metadatas"][i]))
-            for i, doc_id in enumerate(got["ids"])
-        }
-
-    def iter_all(self) -> Iterator[tuple[str, str]]:
-        """Every stored ``(id, text)``, page by page (used to rebuild the BM25 side)."""
-        offset = 0
+    def ids(self, where: Where | None) -> list[str]:
+        """Ids of the documents whose metadata satisfy ``where`` (every id for ``None``)."""
+        if where is not None:
+            try:
+                got = self.collection.get(where=dict(where), include=[])
+            except Exception as exc:
+                raise _filter_error(exc, where) from exc
+            return list(got["ids"])
+        ids: list[str] = []
         while True:
-            got = self.collection.get(include=["documents"], limit=READ_PAGE, offset=offset)
-            if not got["ids"]:
-                return
-            yield from zip(got["ids"], got["documents"], strict=True)
-            offset += len(got["ids"])
-
-    def metadata_values(self, key: str) -> set[str]:
-        """Every distinct string value of metadata ``key``, page by page."""
-        values: set[str] = set()
-        offset = 0
-        while True:
-            got = self.collection.get(include=["metadatas"], limit=READ_PAGE, offset=offset)
-            if not got["ids"]:
-                return values
-            values.update(str(m[key]) for m in got["metadatas"] if m and m.get(key) is not None)
-            offset += len(got["ids"])
-
-    def all_ids(self) -> set[str]:
-        """Every stored id."""
-        ids: set[str] = set()
-        offset = 0
-        while True:
-            got = self.collection.get(include=[], limit=READ_PAGE, offset=offset)
+            got = self.collection.get(include=[], limit=READ_PAGE, offset=len(ids))
             if not got["ids"]:
                 return ids
-            ids.update(got["ids"])
-            offset += len(got["ids"])
+            ids.extend(got["ids"])
 
     @property
     def stamp(self) -> str | None:
@@ -244,3 +214,93 @@ class ChromaIndex:
         meta = dict(self.collection.metadata or {})
         meta[STAMP_KEY] = stamp
         self.collection.modify(metadata=meta)
+
+
+Opener = Callable[[], ChromaBackend]
+
+
+def ephemeral_opener(name: str) -> Opener:
+    """Collection ``name`` in this process's chromadb ``EphemeralClient``, dropped on close.
+
+    Every ephemeral client in a process shares one backend: the collection is all that is
+    the store's own.
+    """
+
+    def backend() -> ChromaBackend:
+        import chromadb
+
+        client = chromadb.EphemeralClient()
+
+        def drop() -> None:
+            try:
+                client.delete_collection(name)
+            except Exception as exc:  # already gone: nothing to free
+                log.debug("collection_drop_failed", error=str(exc))
+
+        return ChromaBackend(open_collection(client, name), on_close=drop)
+
+    return backend
+
+
+def folder_opener(directory: str, collection: str, *, read_only: bool) -> Opener:
+    """Collection ``collection`` of the chromadb database in ``directory``.
+
+    Read-only, a folder this process cannot write to is read from a temporary copy, removed
+    when the backend closes.
+    """
+    if read_only:
+
+        def reader() -> ChromaBackend:
+            import chromadb
+
+            data, cleanup = readable_copy(directory)
+            client = chromadb.PersistentClient(path=data)
+
+            def close() -> None:
+                _close_client(client)
+                cleanup()
+
+            return ChromaBackend(open_collection(client, collection), on_close=close)
+
+        return reader
+
+    def writer() -> ChromaBackend:
+        import chromadb
+
+        client = chromadb.PersistentClient(path=directory)
+        return ChromaBackend(
+            open_collection(client, collection), on_close=lambda: _close_client(client)
+        )
+
+    return writer
+
+
+def _close_client(client: Any) -> None:
+    """Release a persistent client's database (chromadb shares one per path in a process).
+
+    Until the last client of a path is closed, chromadb keeps the database open, so a folder
+    removed and made again in the same process (a failed first ``index``) could not be reopened.
+    """
+    close = getattr(client, "close", None)  # chromadb 1.x; older clients hold nothing to free
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:  # already closed or gone: nothing to free
+            log.debug("chroma_close_failed", error=str(exc))
+
+
+def server_opener(
+    host: str, port: int, collection: str, *, ssl: bool, headers: Mapping[str, str] | None
+) -> Opener:
+    """Collection ``collection`` on the chroma server at ``host:port``."""
+
+    def backend() -> ChromaBackend:
+        import chromadb
+
+        try:
+            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=dict(headers or {}))
+        except Exception as exc:
+            raise StoreError(f"cannot reach chroma server {host}:{port}: {exc}") from exc
+        return ChromaBackend(open_collection(client, collection))
+
+    return backend

@@ -2,7 +2,11 @@
 
 A file's chunks are replaced together: after a file is indexed, its chunks from an earlier
 indexing that the new text no longer has (the file shrank) are deleted, so the store holds
-exactly the file's current chunks. With ``prune=True``, documents of files that were indexed
+exactly the file's current chunks. A file larger than one write is stored in several; until its
+last chunk is stored, its chunks carry ``incomplete: True`` metadata, so that an interrupted
+index leaves them marked (and indexing the file again finishes it and clears the mark).
+
+With ``prune=True``, documents of files that were indexed
 from one of the given folders but are no longer found there are deleted too. Files are known by
 their canonical path (:func:`~corrective_rag.store.loaders.canonical_path`), kept in each
 chunk's ``source`` metadata.
@@ -31,11 +35,23 @@ from corrective_rag.store.loaders import (
 )
 from corrective_rag.types import Document
 
-__all__ = ["DEFAULT_WRITE_BATCH", "IndexReport", "index_documents", "index_paths", "read_paths"]
+__all__ = [
+    "DEFAULT_WRITE_BATCH",
+    "INCOMPLETE",
+    "IndexReport",
+    "index_documents",
+    "index_paths",
+    "input_bytes",
+    "read_paths",
+]
 
 log = get_logger(__name__)
 
 DEFAULT_WRITE_BATCH = 256  # documents per store write: bounded memory, one progress step
+# Metadata on the chunks of a file whose last chunk is not stored yet (a file larger than one
+# write, while it is indexed): an interrupted index leaves them so marked, and indexing the
+# file again replaces them. Filter them out with ``where={"incomplete": {"$ne": True}}``.
+INCOMPLETE = "incomplete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +114,20 @@ def read_paths(
     """
     resolved = _resolved(paths)
     return _documents(resolved, chunk_tokens, overlap, counter, skip_unreadable)
+
+
+def input_bytes(paths: PathArg | Iterable[PathArg]) -> int:
+    """The size in bytes of every file ``paths`` names or holds (what progress is measured in)."""
+    total = 0
+    for item in [paths] if isinstance(paths, str | os.PathLike) else list(paths):
+        path = Path(item)
+        files = (p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            try:
+                total += file.stat().st_size
+            except OSError:  # gone or unreadable: the reading reports it
+                continue
+    return total
 
 
 def _resolved(paths: PathArg | Iterable[PathArg]) -> list[Path]:
@@ -186,12 +216,22 @@ def index_documents(
     pending: list[Document] = []
     finished: dict[str, set[str]] = {}  # source -> its ids, for files read whole into pending
     seen: dict[str, set[str]] = {}
+    early: dict[str, list[Document]] = {}  # chunks stored flagged INCOMPLETE, by source
     written = replaced = 0
 
     def flush() -> None:
         nonlocal written, replaced
         if pending:
-            store.upsert(pending)
+            # A file not yet read to its end is stored flagged; once its last chunk is stored,
+            # its flagged chunks are written again plainly (same text: not re-embedded).
+            unfinished = current if current not in finished else None
+            batch = [_flagged(d) if _source(d) == unfinished else d for d in pending]
+            redo = [d for source in finished for d in early.pop(source, [])]
+            store.upsert(batch + redo)
+            if unfinished is not None:
+                early.setdefault(unfinished, []).extend(
+                    d for d in pending if _source(d) == unfinished
+                )
             written += len(pending)
             if progress is not None:
                 progress(len(pending))
@@ -203,7 +243,7 @@ def index_documents(
 
     current: str | None = None
     for doc in documents:
-        source = str(doc.metadata.get("source", ""))
+        source = _source(doc)
         if source != current:
             if current is not None:
                 finished[current] = seen[current]
@@ -225,6 +265,15 @@ def index_documents(
     report = IndexReport(len(seen), written, replaced, pruned, tuple(skipped))
     log.info("indexed", files=report.files, documents=written, replaced=replaced, pruned=pruned)
     return report
+
+
+def _source(doc: Document) -> str:
+    return str(doc.metadata.get("source", ""))
+
+
+def _flagged(doc: Document) -> Document:
+    """``doc`` marked as part of a file whose last chunk is not stored yet."""
+    return Document(doc.id, doc.text, {**doc.metadata, INCOMPLETE: True})
 
 
 def _prune(store: Any, roots: list[Path], present: set[str]) -> int:

@@ -97,6 +97,24 @@ def unreadable_reason(path: Path) -> str | None:
     return "file is empty" if blank else None
 
 
+def path_name(path: PathArg) -> str:
+    """A file's path as it appears in ids, ``source`` metadata and messages.
+
+    File names are data: a control character (newline, ESC), DEL or an undecodable byte in a
+    name is written as its Python escape (backslash n, backslash x1b, ...), so that such a file is
+    indexed under a valid id and no name can move the cursor of a terminal that prints it.
+    """
+    text = str(path)
+    if all(" " <= c != "\x7f" and not "\ud800" <= c <= "\udfff" for c in text):
+        return text
+    return "".join(
+        c.encode("unicode_escape").decode("ascii")
+        if c < " " or c == "\x7f" or "\ud800" <= c <= "\udfff"
+        else c
+        for c in text
+    )
+
+
 def canonical_path(path: PathArg) -> str:
     """The spelling-independent form of a file's path used in ids and ``source``.
 
@@ -158,10 +176,11 @@ def _chunks(
 
 def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
     """A text file's chunks ``PATH#i``, read and windowed block by block."""
-    meta = {"source": str(path)}
+    name = path_name(path)
+    meta = {"source": name}
     counter, size, overlap = options["counter"], options["size"], options["overlap"]
     if size is None or counter is None:
-        yield from _chunks(str(path), _read_text(path), meta, always_number=True, **options)
+        yield from _chunks(name, _read_text(path), meta, always_number=True, **options)
         return
     try:
         with path.open(encoding="utf-8-sig") as fh:
@@ -170,7 +189,7 @@ def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
             for w in stream_windows(blocks, counter, size, overlap):
                 if w.text.strip():
                     chunk_meta = {**meta, "chunk": number, "start": w.start, "end": w.end}
-                    yield Document(f"{path}#{number}", w.text, chunk_meta)
+                    yield Document(f"{name}#{number}", w.text, chunk_meta)
                     number += 1
     except UnicodeDecodeError as exc:
         raise UnreadableFileError(f"not UTF-8 text ({exc})") from exc
@@ -188,7 +207,7 @@ def _read_text(path: Path) -> str:
 
 
 def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any]]:
-    where = f"{path}:{number}"
+    where = f"{path_name(path)}:{number}"
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -218,7 +237,7 @@ def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any
             meta[str(key)] = value
     if title.strip():
         meta["title"] = title
-    meta.update({"source": str(path), "line": number})
+    meta.update({"source": path_name(path), "line": number})
     return doc_id, full, meta
 
 
@@ -315,7 +334,7 @@ def _readable(files: Iterable[Path], skipped: Callable[[Path, str], None]) -> It
         if reason is None:
             yield path
         else:
-            log.warning("file_skipped", path=str(path), reason=reason)
+            log.warning("file_skipped", path=path_name(path), reason=reason)
             skipped(path, reason)
 
 
@@ -325,16 +344,17 @@ def _located(
     """Each file's documents with the place (file, or file:line) each one came from."""
     for path in files:
         suffix = path.suffix.lower()
+        name = path_name(path)
         if suffix in TEXT_SUFFIXES:
             try:
                 empty = True
                 for doc in _file_chunks(path, options):
                     empty = False
-                    yield doc, str(path)
+                    yield doc, name
             except InputError as exc:  # unreadable, or NUL or an unencodable character in it
-                raise UnreadableFileError(f"{path}: {exc}") from exc
+                raise UnreadableFileError(f"{name}: {exc}") from exc
             if empty:
-                raise UnreadableFileError(f"{path}: file is empty")
+                raise UnreadableFileError(f"{name}: file is empty")
         elif suffix in JSONL_SUFFIXES:
             try:
                 with path.open(encoding="utf-8-sig") as fh:
@@ -353,13 +373,13 @@ def _located(
                                 _chunks(doc_id, text, meta, always_number=False, **options)
                             )
                         except InputError as exc:  # a bad id or text, named with its line
-                            raise InputError(f"{path}:{number}: {exc}") from exc
+                            raise InputError(f"{name}:{number}: {exc}") from exc
                         for doc in chunks:
-                            yield doc, f"{path}:{number}"
+                            yield doc, f"{name}:{number}"
             except UnicodeDecodeError as exc:
-                raise UnreadableFileError(f"{path}: not UTF-8 text ({exc})") from exc
+                raise UnreadableFileError(f"{name}: not UTF-8 text ({exc})") from exc
         else:
-            raise UnreadableFileError(f"{path}: unsupported file type {suffix or '(none)'!r}")
+            raise UnreadableFileError(f"{name}: unsupported file type {suffix or '(none)'!r}")
 
 
 def load_documents(

@@ -25,8 +25,8 @@ import uuid
 
 from corrective_rag.errors import StoreConsistencyError, StoreLockedError
 from corrective_rag.logs import get_logger
+from corrective_rag.store.backend import Backend, Stamped, all_texts
 from corrective_rag.store.bm25 import BM25Index
-from corrective_rag.store.dense import DenseIndex
 
 __all__ = [
     "SavedBM25",
@@ -186,11 +186,11 @@ class WriterLock:
             self._fd = None
 
 
-def rebuild(dense: DenseIndex, *, prefer_fast: bool = True) -> BM25Index:
-    """Build the BM25 side from the documents chroma stores."""
+def rebuild(dense: Backend, *, prefer_fast: bool = True) -> BM25Index:
+    """Build the BM25 side from the documents the backend stores."""
     index = BM25Index(prefer_fast=prefer_fast)
     try:
-        index.upsert(dense.iter_all())
+        index.upsert(all_texts(dense))
     except Exception as exc:
         raise StoreConsistencyError(
             f"cannot rebuild BM25 from the dense side's documents: {exc}"
@@ -201,7 +201,7 @@ def rebuild(dense: DenseIndex, *, prefer_fast: bool = True) -> BM25Index:
 def load_consistent(
     directory: str,
     collection: str,
-    dense: DenseIndex,
+    dense: Backend,
     *,
     prefer_fast: bool = True,
     read_only: bool = False,
@@ -212,6 +212,8 @@ def load_consistent(
     in memory only and nothing is written; otherwise the index records its changes for
     :meth:`SavedBM25.commit`.
     """
+    if not isinstance(dense, Stamped):
+        raise StoreConsistencyError("a backend whose folder holds the BM25 side must be Stamped")
     saved = SavedBM25(directory, collection)
     dense_stamp = dense.stamp
     reason: str | None = None
@@ -223,7 +225,7 @@ def load_consistent(
         else:
             if stamp != dense_stamp:
                 reason = f"stamp {stamp} differs from chroma's {dense_stamp}"
-            elif set(index.ids()) != dense.all_ids():
+            elif set(index.ids()) != set(dense.ids(None)):
                 reason = "document ids differ from chroma's"
             else:
                 if not read_only:
@@ -257,7 +259,7 @@ def load_consistent(
 
 
 def load_bm25(
-    dense: DenseIndex,
+    dense: Backend,
     directory: str | None,
     collection: str,
     *,

@@ -1,7 +1,7 @@
 """Translate the store's chroma-style ``where`` filters into Qdrant filters.
 
 The same filter a user gives :class:`~corrective_rag.store.hybrid.HybridStore` works on
-:class:`~corrective_rag.store.qdrant.QdrantStore`::
+the Qdrant backend (:class:`~corrective_rag.store.qdrant.QdrantBackend`)::
 
     {"lang": "en"}                                   field equals a value
     {"year": {"$gte": 2020}}                         $eq $ne $gt $gte $lt $lte $in $nin

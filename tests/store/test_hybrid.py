@@ -82,24 +82,6 @@ def test_single_leg_search_and_convex_fusion(embedder: SentenceTransformerEmbedd
             s.search("owls", leg="sparse")
 
 
-@pytest.mark.parametrize(
-    ("where", "expected"),
-    [
-        ({"kind": "animal"}, {"cat", "owl"}),
-        ({"$and": [{"kind": "lang"}, {"year": 2015}]}, {"rs"}),
-        ({"$or": [{"kind": "food"}, {"kind": "space"}]}, {"tea", "bread", "moon", "mars"}),
-        ({"kind": {"$in": ["lang", "animal"]}}, {"py", "rs", "cat", "owl"}),
-    ],
-)
-def test_where_filters_apply_to_both_legs(store: HybridStore, where, expected) -> None:
-    """Metadata filters restrict both legs, so no hit and no leg outside the filter appears."""
-    hits = store.retrieve("programming language cat tea moon", top_k=8, where=where)
-    assert expected == {h.document.id for h in hits}
-    bm25 = store.search("programming language cat tea moon", leg="bm25", top_k=8, where=where)
-    assert {h.document.id for h in bm25} <= expected
-    assert [] == store.retrieve("cat", where={"kind": "nothing"})
-
-
 def test_invalid_arguments_raise_our_errors(store: HybridStore) -> None:
     """Empty queries, bad top_k, bad filters and bad ids are refused with ConfigError/InputError."""
     for bad_query in ("", "   ", None):

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,8 +20,8 @@ import pytest
 
 from corrective_rag.cli.main import main
 from corrective_rag.errors import InputError, StoreError
-from corrective_rag.store.chroma import ChromaIndex
-from corrective_rag.store.dense import DenseIndex, Record
+from corrective_rag.store.backend import Backend, Record
+from corrective_rag.store.chroma import ChromaBackend
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.types import Document
 
@@ -192,20 +192,18 @@ def test_construction_is_cheap_and_warm_up_is_the_heavy_step(tmp_path) -> None:
 
 
 class ArrayIndex:
-    """A second dense backend in one class: exact cosine search over numpy rows."""
+    """A third backend in one class: exact cosine search over numpy rows, BM25 kept beside."""
+
+    lexical = None  # no BM25 of its own: the store keeps one beside
 
     def __init__(self) -> None:
         self.rows: dict[str, Record] = {}
-        self._stamp: str | None = None
 
     def count(self) -> int:
         return len(self.rows)
 
-    def records(self, ids: Sequence[str]) -> dict[str, Record]:
+    def fetch(self, ids: Sequence[str], *, vectors: bool = False) -> dict[str, Record]:
         return {i: self.rows[i] for i in ids if i in self.rows}
-
-    def documents(self, ids: Sequence[str]) -> dict[str, Document]:
-        return {i: self.rows[i].document for i in ids if i in self.rows}
 
     def write(
         self,
@@ -220,47 +218,33 @@ class ArrayIndex:
         for i in ids:
             self.rows.pop(i, None)
 
-    def query(
-        self, vector: npt.NDArray[np.float32], n: int, where: Mapping[str, Any] | None
+    def dense(
+        self, vector: npt.NDArray[np.float32], depth: int, where: Mapping[str, Any] | None
     ) -> list[tuple[str, float]]:
-        allowed = self.matching_ids(where) if where else set(self.rows)
+        allowed = set(self.ids(where))
         scored = [(i, float(r.embedding @ vector)) for i, r in self.rows.items() if i in allowed]
-        return sorted(scored, key=lambda p: -p[1])[:n]
+        return sorted(scored, key=lambda p: -p[1])[:depth]
 
-    def matching_ids(self, where: Mapping[str, Any]) -> set[str]:
+    def ids(self, where: Mapping[str, Any] | None) -> list[str]:
+        if where is None:
+            return list(self.rows)
         if any(k.startswith("$") or isinstance(v, dict) for k, v in where.items()):
             raise InputError(f"this backend reads equality filters only: {where!r}")
-        return {
+        return [
             i
             for i, r in self.rows.items()
             if all(r.document.metadata.get(k) == v for k, v in where.items())
-        }
-
-    def iter_all(self) -> Iterator[tuple[str, str]]:
-        return ((i, r.document.text) for i, r in self.rows.items())
-
-    def all_ids(self) -> set[str]:
-        return set(self.rows)
-
-    def metadata_values(self, key: str) -> set[str]:
-        return {str(m[key]) for m in (r.document.metadata for r in self.rows.values()) if key in m}
-
-    @property
-    def stamp(self) -> str | None:
-        return self._stamp
-
-    def set_stamp(self, stamp: str) -> None:
-        self._stamp = stamp
+        ]
 
     def close(self) -> None:
         self.rows.clear()
 
 
 def test_a_second_dense_backend_is_one_class() -> None:
-    """HybridStore runs on any DenseIndex: writes, filtered fused search and deletes work."""
+    """HybridStore runs on any Backend: writes, filtered fused search and deletes work."""
     backend = ArrayIndex()
-    assert isinstance(backend, DenseIndex)
-    assert isinstance(ChromaIndex(SimpleNamespace(metadata={})), DenseIndex)
+    assert isinstance(backend, Backend)
+    assert isinstance(ChromaBackend(SimpleNamespace(metadata={})), Backend)
     with HybridStore(backend, embedder=HashEmbedder()) as store:
         store.add(DOCS)
         hits = store.retrieve("red planet dust", top_k=2)
@@ -268,6 +252,6 @@ def test_a_second_dense_backend_is_one_class() -> None:
         assert {"bm25", "dense"} == {leg.leg for leg in hits[0].legs}
         assert ["owl"] == [h.document.id for h in store.retrieve("birds", where={"kind": "animal"})]
         assert 1 == store.delete(["mars"])
-        assert {"owl", "tea"} == backend.all_ids() == set(store.ids())
+        assert {"owl", "tea"} == set(backend.ids(None)) == set(store.ids())
         assert "mars" not in {h.document.id for h in store.retrieve("planet")}
     assert 0 == backend.count()  # close() reached the backend

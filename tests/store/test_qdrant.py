@@ -1,4 +1,7 @@
-"""QdrantStore in qdrant-client's local mode with the real embedding model, beside HybridStore."""
+"""The Qdrant backend in qdrant-client's local mode: its BM25 maths, its folder, the CLI, the alias.
+
+What every backend must do is in test_backends.py; this file holds what is Qdrant's own.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from test_hybrid import CORPUS, CountingEmbedder
+from test_hybrid import CORPUS
 
-from corrective_rag.errors import ConfigError, DuplicateIdError, InputError, StoreError
+from corrective_rag.errors import ConfigError, InputError, StoreError
 from corrective_rag.protocols import Retriever
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.sparse_bm25 import K1, B, bm25_idf, document_vector, term_index
@@ -19,16 +22,16 @@ pytest.importorskip(
     "qdrant_client", reason="needs the qdrant extra: pip install 'corrective_rag[qdrant]'"
 )
 
-from corrective_rag.store.qdrant import QdrantStore
+from corrective_rag.store.qdrant import QdrantBackend, QdrantStore
 
 QUERY = "programming language cat tea moon"
 
 
 @pytest.fixture(scope="module")
 def stores(embedder):
-    """The same corpus in a QdrantStore and a HybridStore."""
+    """The same corpus in a store on Qdrant and one on chromadb."""
     with (
-        QdrantStore.in_memory(embedder=embedder) as q,
+        HybridStore.qdrant(":memory:", embedder=embedder) as q,
         HybridStore.in_memory(embedder=embedder) as h,
     ):
         q.add(CORPUS)
@@ -75,93 +78,28 @@ def test_bm25_leg_scores_are_bm25_with_qdrant_idf(stores) -> None:
     assert 0.0 == q.idf("the") == q.idf("nonexistentword")
 
 
-@pytest.mark.parametrize(
-    "where",
-    [
-        {"kind": "animal"},
-        {"$and": [{"kind": "lang"}, {"year": 2015}]},
-        {"$or": [{"kind": "food"}, {"kind": "space"}]},
-        {"kind": {"$in": ["lang", "animal"]}},
-        {"kind": {"$nin": ["lang", "animal"]}},
-        {"kind": {"$ne": "food"}},
-        {"year": {"$gt": 1991}},
-        {"year": {"$lte": 1991}},
-        {"$or": [{"year": {"$gte": 2000}}, {"$and": [{"kind": "space"}, {"year": 0}]}]},
-        {"kind": "nothing"},
-    ],
-)
-def test_where_filters_select_what_hybridstore_selects(stores, where) -> None:
-    """Every chroma-style filter picks the same documents, on both legs, as in HybridStore."""
-    q, h = stores
-    expected = {x.document.id for x in h.retrieve(QUERY, top_k=8, where=where)}
-    assert expected == {x.document.id for x in q.retrieve(QUERY, top_k=8, where=where)}
-    assert {x.document.id for x in q.search(QUERY, leg="bm25", top_k=8, where=where)} <= expected
+def test_qdrant_settings_and_filters_are_checked(stores) -> None:
+    """Bad Qdrant settings and filters Qdrant cannot read raise ConfigError/InputError.
 
-
-def test_invalid_arguments_raise_our_errors(stores) -> None:
-    """Bad queries, top_k, filters and settings are refused with ConfigError/InputError."""
+    (The checks every backend makes are in test_backends.py.)
+    """
     q, _ = stores
-    for bad_query in ("", "   "):
-        with pytest.raises(InputError):
-            q.retrieve(bad_query)
-    for bad_k in (0, 10_001, True):
-        with pytest.raises(ConfigError):
-            q.retrieve("cat", top_k=bad_k)
-    for bad_where in ({}, {"$bogus": 1}, {"kind": {"$in": "lang"}}, {"kind": [1]}):
+    for bad_where in ({"kind": {"$in": "lang"}}, {"kind": [1]}):
         with pytest.raises(InputError):
             q.retrieve("cat", where=bad_where)
     for bad in ({"candidates": 0}, {"avgdl": 0}, {"collection": ""}):
         with pytest.raises(ConfigError):
-            QdrantStore(object(), **bad)
+            HybridStore.qdrant(":memory:", **bad)
     with pytest.raises(ConfigError):
-        QdrantStore.connect("localhost:6333")
-
-
-def test_a_write_reaches_both_legs_together(embedder) -> None:
-    """add, upsert and delete change both legs at once; unchanged texts are not re-embedded."""
-    counting = CountingEmbedder(embedder)
-    with QdrantStore.in_memory(embedder=counting) as q:
-        q.add(CORPUS)
-        with pytest.raises(DuplicateIdError):
-            q.add([Document("new", "x"), Document("new", "y")])
-        with pytest.raises(InputError, match="'cat'"):
-            q.add([Document("cat", "Another cat.")])
-        q.upsert([Document("cat", CORPUS[2].text, {"kind": "pet"})])
-        assert len(CORPUS) == counting.texts_embedded
-        q.upsert([Document("cat", "Cats purr and chase mice.", {"kind": "pet"})])
-        assert len(CORPUS) + 1 == counting.texts_embedded
-        for leg in ("bm25", "dense"):
-            assert "cat" == q.search("purr mice", leg=leg)[0].document.id
-        assert "cat" not in {x.document.id for x in q.search("carnivorous mammal", leg="bm25")}
-        assert 2 == q.delete(["cat", "owl", "unknown"])
-        for leg in ("bm25", "dense"):
-            assert not {"cat", "owl"} & {x.document.id for x in q.search(QUERY, leg=leg, top_k=8)}
-        assert len(CORPUS) - 2 == len(q)
-        assert sorted(d.id for d in CORPUS if d.id not in ("cat", "owl")) == sorted(q.ids())
-
-
-def test_a_failed_embedding_writes_nothing(embedder) -> None:
-    """When embedding fails no point is written, so neither leg sees the documents."""
-
-    class Broken:
-        def embed(self, texts):
-            raise RuntimeError("model missing")
-
-    with QdrantStore.in_memory(embedder=embedder) as q:
-        q.add(CORPUS[:2])
-        q.embedder = Broken()
-        with pytest.raises(StoreError, match="nothing written"):
-            q.add(CORPUS[2:])
-        assert 2 == q.count()
-        assert [] == q.get([d.id for d in CORPUS[2:]])
+        QdrantBackend(object(), avgdl=0)
 
 
 def test_a_folder_store_reopens_with_its_bm25_length_norm(tmp_path, embedder) -> None:
     """A local-mode folder keeps documents and the avgdl measured on the first write."""
-    with QdrantStore.open(str(tmp_path), embedder=embedder) as q:
+    with HybridStore.qdrant(str(tmp_path), embedder=embedder) as q:
         q.add(CORPUS)
         first = q.search("programming language", leg="bm25")
-    with QdrantStore.open(str(tmp_path), embedder=embedder) as q:
+    with HybridStore.qdrant(str(tmp_path), embedder=embedder) as q:
         assert len(CORPUS) == len(q)
         again = q.search("programming language", leg="bm25")
         # A later writer weighs a new document by the recorded avgdl, not by its own batch.
@@ -169,9 +107,9 @@ def test_a_folder_store_reopens_with_its_bm25_length_norm(tmp_path, embedder) ->
         scores = {x.document.id: x.score for x in q.search("programming language", leg="bm25")}
         assert pytest.approx(scores["py"], rel=1e-6) == scores["py2"]
     assert [(x.document.id, x.score) for x in first] == [(x.document.id, x.score) for x in again]
-    with QdrantStore.in_memory(embedder=embedder) as empty:
+    with HybridStore.qdrant(":memory:", embedder=embedder) as empty:
         assert [] == empty.retrieve("anything") and 0 == len(empty) and [] == empty.ids()
-    empty_check = QdrantStore.in_memory(embedder=embedder)
+    empty_check = HybridStore.qdrant(":memory:", embedder=embedder)
     empty_check.close()
     with pytest.raises(StoreError, match="closed"):
         empty_check.retrieve("cat")
@@ -198,7 +136,7 @@ def test_cli_indexes_into_a_qdrant_folder_and_refuses_mixed_stores(tmp_path, cap
     (tmp_path / "a.txt").write_text("Owls are nocturnal birds of prey with silent flight.")
     folder = str(tmp_path / "q")
     assert 0 == main(["index", str(tmp_path / "a.txt"), "--qdrant", folder, "--no-progress"])
-    with QdrantStore.open(folder) as q:
+    with HybridStore.qdrant(folder, create=False) as q:
         assert 1 == q.count()
         assert "Owls" in q.search("owls", leg="bm25")[0].document.text
     assert 2 == main(["run", "owls?", "--qdrant", folder, "--store", str(tmp_path)])
@@ -207,24 +145,17 @@ def test_cli_indexes_into_a_qdrant_folder_and_refuses_mixed_stores(tmp_path, cap
     assert "qdrant folder not found" in capsys.readouterr().err
 
 
-def test_indexing_files_into_qdrant_replaces_shrunk_files_and_prunes(tmp_path, embedder) -> None:
-    """index_paths replaces a shrunk file's chunks and prunes deleted files in QdrantStore too."""
-    from corrective_rag.store.indexing import index_paths
-
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    long_text = " ".join(f"Sentence {i} is about topic {i % 7} and more." for i in range(200))
-    (docs / "a.txt").write_text(long_text, encoding="utf-8")
-    (docs / "b.txt").write_text("Bread rises in a warm oven.", encoding="utf-8")
-    with QdrantStore.in_memory(embedder=embedder) as store:
-        first = index_paths(store, [docs], chunk_tokens=64, overlap=8)
-        assert first.documents > 3
-        (docs / "a.txt").write_text("Now one short sentence.", encoding="utf-8")
-        (docs / "b.txt").unlink()
-        second = index_paths(store, [docs], chunk_tokens=64, overlap=8, prune=True)
-        assert [f"{docs.resolve()}/a.txt#0"] == store.ids()
-        assert (first.documents - 2, 1) == (second.replaced, second.pruned)
-        assert {f"{docs.resolve()}/a.txt"} == store.sources()
-        assert [f"{docs.resolve()}/a.txt#0"] == store.ids(
-            where={"source": f"{docs.resolve()}/a.txt"}
-        )
+def test_qdrantstore_is_a_deprecated_alias_of_hybridstore(tmp_path, embedder) -> None:
+    """QdrantStore's constructors still work, warn, and return a HybridStore over Qdrant."""
+    with pytest.warns(DeprecationWarning, match="HybridStore.qdrant"):
+        store = QdrantStore.in_memory(embedder=embedder)
+    with store:
+        assert isinstance(store, HybridStore) and isinstance(store._dense, QdrantBackend)
+        store.add(CORPUS[:2])
+        assert 2 == len(store)
+    with pytest.warns(DeprecationWarning), QdrantStore.open(str(tmp_path / "q"), embedder=embedder):
+        pass
+    with pytest.raises(ConfigError), pytest.warns(DeprecationWarning):
+        QdrantStore(object(), avgdl=0)
+    with pytest.raises(ConfigError):
+        QdrantStore.connect("localhost:6333")
