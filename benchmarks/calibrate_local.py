@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import structlog
@@ -261,7 +262,10 @@ def _logistic(x: np.ndarray, y: np.ndarray, sample: np.ndarray, offset: np.ndarr
     return np.asarray(minimize(loss, np.zeros(x.shape[1]), method="BFGS").x)
 
 
-def _best(values: Sequence[float], score: Callable[[float], float]) -> float:
+_V = TypeVar("_V")
+
+
+def _best(values: Sequence[_V], score: Callable[[_V], float]) -> _V:
     """The value of ``values`` with the highest ``score`` (the first on ties)."""
     return max(values, key=score)
 
@@ -282,11 +286,8 @@ def fit(datasets: Sequence[Dataset]) -> LocalWeights:
     y = np.concatenate([d.y for d in datasets]).astype(float)
     sample = np.concatenate([np.full(len(d.y), 1.0 / len(d.y)) for d in datasets])
     beta = _logistic(x, y, sample, np.zeros(len(y)))
-    weights = LocalWeights(
-        bias=round(float(beta[0]), 3),
-        linked=0.0,
-        **{n: round(float(b), 3) for n, b in zip(DIRECT, beta[1:], strict=True)},
-    )
+    direct: dict[str, Any] = {n: round(float(b), 3) for n, b in zip(DIRECT, beta[1:], strict=True)}
+    weights = LocalWeights(bias=round(float(beta[0]), 3), linked=0.0, **direct)
     direct_logit = x @ np.array([weights.bias, *(getattr(weights, n) for n in DIRECT)])
     # the namers' scores are their direct scores, so the links depend on the direct weights only
     links = np.vstack([matrix(judged_features(weights, d), LINKS) for d in datasets])
@@ -294,13 +295,13 @@ def fit(datasets: Sequence[Dataset]) -> LocalWeights:
     if has.any():
         v = np.column_stack([np.zeros(int(has.sum())), links[has]])  # no second bias
         beta = _logistic(v, y[has], np.ones(int(has.sum())), direct_logit[has])[1:]
-        weights = replace(
-            weights, **{n: round(float(b), 3) for n, b in zip(LINKS, beta, strict=True)}
-        )
-    return replace(weights, **fit_cut(weights, datasets))
+        linked: dict[str, Any] = {n: round(float(b), 3) for n, b in zip(LINKS, beta, strict=True)}
+        weights = replace(weights, **linked)
+    floor, margin, cap = fit_cut(weights, datasets)
+    return replace(weights, threshold=floor, margin=margin, cap=cap)
 
 
-def fit_cut(weights: LocalWeights, datasets: Sequence[Dataset]) -> dict[str, float | int | None]:
+def fit_cut(weights: LocalWeights, datasets: Sequence[Dataset]) -> tuple[float, float, int | None]:
     """The floor, margin and cap with the best F1 averaged over ``datasets`` under ``weights``."""
     found = [pools(weights, d) for d in datasets]
 
@@ -315,8 +316,7 @@ def fit_cut(weights: LocalWeights, datasets: Sequence[Dataset]) -> dict[str, flo
         )
 
     grid = [(float(f), m, c) for f in FLOORS for m in MARGINS for c in CAPS]
-    floor, margin, cap = _best(grid, mean_f1)
-    return {"threshold": floor, "margin": margin, "cap": cap}
+    return _best(grid, mean_f1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rank_bm25 import BM25Okapi
@@ -35,7 +36,7 @@ gguf, limit, k = args.gguf, args.limit, args.k
 col = load_collection(args.data)
 docs = list(col.documents)
 bm25 = BM25Okapi([tokenize(d.text) for d in docs])
-rows = []
+rows: list[dict[str, Any]] = []
 with LocalLlamaServer(gguf) as server:
     timeouts, retries = call_settings(600, local=True)
     chat = OpenAIChatClient(
@@ -50,6 +51,7 @@ with LocalLlamaServer(gguf) as server:
         e = ev.evaluate(question, top)
         s = time.perf_counter() - t
         graded = [v for v in e.verdicts if v.graded]
+        proposed = e.proposal.query if e.proposal else None
         row = {
             "query": qid,
             "seconds": round(s, 1),
@@ -61,11 +63,10 @@ with LocalLlamaServer(gguf) as server:
             "said_relevant": sum(bool(v.relevant) for v in graded),
             "truly_relevant_judged": sum(d.id in truth for d in top),
             "completion_tokens": e.usage.completion_tokens,
-            "proposal": e.proposal.query if e.proposal else None,
-            "proposal_repeats_question": bool(e.proposal)
-            and repeats(e.proposal.query, question, []),
-            "proposal_copied": bool(e.proposal)
-            and is_copied_sentence(e.proposal.query, [d.text for d in top]),
+            "proposal": proposed,
+            "proposal_repeats_question": proposed is not None and repeats(proposed, question, []),
+            "proposal_copied": proposed is not None
+            and is_copied_sentence(proposed, [d.text for d in top]),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)

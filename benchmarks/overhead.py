@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "k": args.k,
         "iterations": args.iterations,
         "torch_threads": torch.get_num_threads(),
-        "bm25": store._bm25.implementation,
+        "bm25": store._bm25.implementation if store._bm25 is not None else None,
         "p50_seconds": statistics.median(seconds),
         "p90_seconds": statistics.quantiles(seconds, n=10)[-1] if len(seconds) > 1 else seconds[0],
         "mean_seconds": statistics.fmean(seconds),
