@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import Cancelled, LLMTimeoutError
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
-from corrective_rag.llm.scope import call_scope
 
 LONG = [{"role": "user", "content": "Write a very long story about a dragon and a lighthouse."}]
 SHORT = [{"role": "user", "content": "Say hi."}]

@@ -164,3 +164,10 @@ def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
                 seen.add(nxt)
                 todo.append(nxt)
     return seen
+
+
+def test_the_web_client_shares_call_settings_without_importing_the_llm_part() -> None:
+    """Deadlines, retries and cancellation are every call's (corrective_rag.calls), not LLM's."""
+    web = {t for m, ts in GRAPH.items() if _part(m) == "web" for t in ts}
+    assert set() == {t for t in web if _part(t) == "llm"}
+    assert "corrective_rag" not in web  # the package root would pull the loop in

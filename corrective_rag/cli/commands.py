@@ -263,9 +263,9 @@ def _print_run(result: Any, *, as_json: bool) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run one question and print its iteration table, kept documents and usage."""
+    from corrective_rag.calls.scope import call_scope
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator
     from corrective_rag.inputs import check_query
-    from corrective_rag.llm.scope import call_scope
     from corrective_rag.runs.failures import llm_failure
 
     # A bad question fails before the store and the embedding model load. A question typed as

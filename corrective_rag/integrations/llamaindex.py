@@ -51,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "pip install 'corrective_rag[llamaindex]'"
     ) from exc
 
+from corrective_rag.calls import scope
 from corrective_rag.errors import (
     ConfigError,
     CorrectiveRAGError,
@@ -72,7 +73,6 @@ from corrective_rag.integrations.bridge import (
     where_matches,
     with_limits,
 )
-from corrective_rag.llm import scope
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import check_search
 from corrective_rag.types import ChatReply, Document, Hit, RunResult

@@ -5,7 +5,7 @@
 
 - every try has a connect, a read and a total timeout (:class:`Timeouts`), and all the tries of
   one call share ``Retries.give_up_after``; an enclosing call scope
-  (:mod:`corrective_rag.llm.scope`: ``Budget.max_seconds``, Ctrl-C) bounds and cancels calls in
+  (:mod:`corrective_rag.calls.scope`: ``Budget.max_seconds``, Ctrl-C) bounds and cancels calls in
   flight, because the exchange runs in a worker thread and the caller only waits on it;
 - HTTP 429 and 5xx, timeouts and connection errors are retried with exponential back-off and
   jitter, honouring ``Retry-After`` (seconds or an HTTP date, capped); other 4xx are not retried,
@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from corrective_rag.calls import scope
 from corrective_rag.errors import (
     Cancelled,
     ConfigError,
@@ -44,7 +45,6 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
-from corrective_rag.llm import scope
 from corrective_rag.llm.exchange import Exchange, read_capped
 from corrective_rag.llm.failures import (
     is_read_timeout,

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from corrective_rag.calls.scope import cancel_current
 from corrective_rag.errors import ConfigError
-from corrective_rag.llm.scope import cancel_current
 
 __all__ = ["parallel_map"]
 
@@ -20,7 +20,7 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], *, max_workers: int) 
     """Apply ``fn`` to ``items`` on up to ``max_workers`` threads; results in input order.
 
     Each call runs in a copy of the caller's context, so a call scope (deadline, cancellation:
-    :mod:`corrective_rag.llm.scope`) reaches the worker threads. The first exception raised by
+    :mod:`corrective_rag.calls.scope`) reaches the worker threads. The first exception raised by
     ``fn`` propagates (after all started calls have finished). A ``KeyboardInterrupt`` while
     waiting cancels the caller's innermost call scope, so that started calls end promptly, and
     drops the calls not yet started.

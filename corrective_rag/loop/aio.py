@@ -9,7 +9,7 @@ HTTP exchange, a small pool for parallel grading). The default executor has
 ``concurrent.futures.ThreadPoolExecutor`` to size it).
 
 Cancelling the awaiting task (a client that disconnects, ``asyncio.timeout``, ``task.cancel()``)
-cancels the run the way Ctrl-C does (:mod:`corrective_rag.llm.scope`): an LLM call in flight is
+cancels the run the way Ctrl-C does (:mod:`corrective_rag.calls.scope`): an LLM call in flight is
 abandoned at once (its socket is shut down), no further call starts, and a run doing no LLM work
 stops at its next iteration. ``arun`` raises ``CancelledError`` only once the worker thread has
 ended, so when the ``await`` is over nothing of that run still runs or spends. (A second
@@ -31,9 +31,9 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from corrective_rag.calls.scope import call_scope, raise_if_cancelled
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int
-from corrective_rag.llm.scope import call_scope, raise_if_cancelled
 from corrective_rag.types import RunResult
 
 if TYPE_CHECKING:

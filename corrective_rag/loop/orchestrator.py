@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from corrective_rag.calls.scope import call_scope, raise_if_cancelled
 from corrective_rag.errors import (
     Cancelled,
     ConfigError,
@@ -27,7 +28,6 @@ from corrective_rag.errors import (
 )
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
 from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
-from corrective_rag.llm.scope import call_scope, raise_if_cancelled
 from corrective_rag.llm.spent import spent_before
 from corrective_rag.logs import get_logger
 from corrective_rag.loop.budget import Budget, documents_per_call
@@ -209,7 +209,7 @@ class CorrectiveRAGOrchestrator:
             max_iterations=iterations,
             top_k=top_k,
         )
-        # Budget.max_seconds is a deadline for calls in flight too (see corrective_rag.llm.scope);
+        # Budget.max_seconds is a deadline for calls in flight too (see corrective_rag.calls.scope);
         # the scope's own cancel event lets Ctrl-C end this run's parallel calls at once.
         seconds = budget.max_seconds if budget is not None else None
         with call_scope(seconds=seconds):

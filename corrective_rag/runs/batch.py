@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.inputs import check_int
-from corrective_rag.llm.scope import call_scope
 from corrective_rag.logs import get_logger
 from corrective_rag.runs.attempt import Runners, RunOne, attempt, interrupted_line
 from corrective_rag.runs.failures import permanent_failure

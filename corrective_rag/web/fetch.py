@@ -33,9 +33,9 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
+from corrective_rag.calls.settings import Timeouts, finite
 from corrective_rag.errors import Cancelled, ConfigError, CorrectiveRAGError
 from corrective_rag.inputs import check_int
-from corrective_rag.llm.settings import Timeouts, finite
 from corrective_rag.logs import get_logger
 from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, chunk_text
 from corrective_rag.text.secrets import redact

@@ -31,10 +31,10 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 
 from corrective_rag._version import __version__
+from corrective_rag.calls import scope
+from corrective_rag.calls.settings import Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.errors import ConfigError, SearchError, SearchSkippedError
 from corrective_rag.inputs import check_int
-from corrective_rag.llm import scope
-from corrective_rag.llm.settings import Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.logs import get_logger
 from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 

@@ -19,8 +19,8 @@ from typing import Generic, TypeVar
 
 import requests
 
+from corrective_rag.calls import scope
 from corrective_rag.errors import Cancelled, SearchError
-from corrective_rag.llm import scope
 
 __all__ = ["Transfer", "TransferTimeout", "bounded", "end_of"]
 

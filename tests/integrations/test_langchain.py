@@ -225,8 +225,8 @@ def test_chat_model_reads_block_content_and_counts_unreported_tokens():
 
 def test_a_cancelled_run_makes_no_call():
     """Inside a cancelled call scope (Ctrl-C), the adapter raises Cancelled before calling."""
+    from corrective_rag.calls.scope import call_scope
     from corrective_rag.errors import Cancelled
-    from corrective_rag.llm.scope import call_scope
 
     with ScriptedLLMServer() as server:
         chat = LangChainChatModel(HTTPChatModel(base_url=server.base_url))

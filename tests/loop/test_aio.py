@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from corrective_rag.calls.scope import cancelled
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.scope import cancelled
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from corrective_rag.calls.settings import finite
 from corrective_rag.errors import Cancelled, ConfigError
-from corrective_rag.llm.settings import finite
 
 __all__ = ["call_scope", "cancel_current", "cancelled", "deadline", "raise_if_cancelled"]
 

@@ -1,0 +1,95 @@
+"""Deadlines and retries of every outgoing call: LLM requests and web searches alike.
+
+Frozen values, validated on construction: :class:`Timeouts` for one request, :class:`Retries`
+for a call with all its tries; :func:`parse_retry_after` reads a ``Retry-After`` header (delta
+seconds or an HTTP date).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from corrective_rag.errors import ConfigError
+from corrective_rag.inputs import check_int, is_number
+
+__all__ = ["Retries", "Timeouts", "finite", "parse_retry_after"]
+
+
+def finite(value: object) -> bool:
+    """A real number (not a bool, not NaN or infinite)."""
+    return is_number(value) and math.isfinite(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds to wait for one request: to connect, for each socket read, and in all.
+
+    ``total`` bounds the whole exchange of one try (connect, headers and the complete body), so
+    a server that sends one byte every few seconds, or nothing at all, cannot hold a call longer;
+    ``read`` alone only bounds the silence between two bytes.
+    """
+
+    connect: float = 5.0
+    read: float = 30.0
+    total: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "read", "total"):
+            value = getattr(self, name)
+            if not finite(value) or value <= 0:
+                raise ConfigError(f"timeouts.{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """Retry policy: ``max_retries`` after the first try, back-off ``base * 2**n`` capped.
+
+    ``give_up_after`` bounds one call with all its tries: counted from the start of the first
+    try, no try runs past it and no retry starts that could not finish by it (``None``: only
+    ``max_retries`` bounds the call).
+    """
+
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 20.0
+    retry_after_max: float = 60.0  # a server asking for longer is waited for this long only
+    give_up_after: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        check_int(self.max_retries, "retries.max_retries", minimum=0)
+        for name in ("backoff_base", "backoff_max", "retry_after_max"):
+            value = getattr(self, name)
+            if not finite(value) or value < 0:
+                raise ConfigError(f"retries.{name} must be a number >= 0, got {value!r}")
+        if self.give_up_after is not None and (
+            not finite(self.give_up_after) or self.give_up_after <= 0
+        ):
+            value = self.give_up_after
+            raise ConfigError(f"retries.give_up_after must be a number > 0 or None, got {value!r}")
+
+    def delay(self, attempt: int, jitter: float) -> float:
+        """Back-off before retry ``attempt`` (0-based); ``jitter`` in [0, 1) gives 50-100%."""
+        return min(self.backoff_max, self.backoff_base * 2**attempt) * (0.5 + jitter / 2)
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta seconds or HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if math.isnan(seconds) or math.isinf(seconds):
+        return None
+    return max(0.0, seconds)
