@@ -7,22 +7,47 @@ The root holds what a user needs to build and run the loop; everything else is i
 its subpackage: ``corrective_rag.store`` (fusion), ``corrective_rag.evaluate`` (filter policies),
 ``corrective_rag.llm`` (timeouts, retries, pricing), ``corrective_rag.runs`` (history, reports),
 ``corrective_rag.types`` and ``corrective_rag.errors`` (values and the exception tree).
+
+The names load on first use (PEP 562): ``import corrective_rag.web`` or any other part imports
+that part, not the loop and every backend behind this list.
 """
 
+import typing
+
 from corrective_rag._version import __version__
-from corrective_rag.errors import CorrectiveRAGError
-from corrective_rag.evaluate.llm import LLMEvaluator
-from corrective_rag.evaluate.local import LocalEvaluator
-from corrective_rag.generate.llm import LLMGenerator
-from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.loop.budget import Budget
-from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.store.loaders import load_documents
-from corrective_rag.types import Document, RunResult
+
+if typing.TYPE_CHECKING:
+    from corrective_rag.errors import CorrectiveRAGError
+    from corrective_rag.evaluate.llm import LLMEvaluator
+    from corrective_rag.evaluate.local import LocalEvaluator
+    from corrective_rag.generate.llm import LLMGenerator
+    from corrective_rag.llm.client import OpenAIChatClient
+    from corrective_rag.loop.budget import Budget
+    from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+    from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.rewrite.local import LocalRewriter
+    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.store.hybrid import HybridStore
+    from corrective_rag.store.loaders import load_documents
+    from corrective_rag.types import Document, RunResult
+
+# where each name lives: imported when first asked for
+_HOMES = {
+    "Budget": "corrective_rag.loop.budget",
+    "CorrectiveRAGError": "corrective_rag.errors",
+    "CorrectiveRAGOrchestrator": "corrective_rag.loop.orchestrator",
+    "Document": "corrective_rag.types",
+    "HybridStore": "corrective_rag.store.hybrid",
+    "LLMEvaluator": "corrective_rag.evaluate.llm",
+    "LLMGenerator": "corrective_rag.generate.llm",
+    "LLMRewriter": "corrective_rag.rewrite.llm",
+    "LocalEvaluator": "corrective_rag.evaluate.local",
+    "LocalRewriter": "corrective_rag.rewrite.local",
+    "OpenAIChatClient": "corrective_rag.llm.client",
+    "RunResult": "corrective_rag.types",
+    "load_documents": "corrective_rag.store.loaders",
+    "run_batch": "corrective_rag.runs.batch",
+}
 
 __all__ = [
     "Budget",
@@ -41,3 +66,19 @@ __all__ = [
     "load_documents",
     "run_batch",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    """Import a root name from its part the first time it is asked for."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'corrective_rag' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -78,3 +78,16 @@ def test_import_touches_no_model_and_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "[]" == out.stdout.strip()
+
+
+def test_importing_one_part_does_not_import_the_loop():
+    """The root's names load on first use: the web client alone does not pull the loop in."""
+    code = (
+        "import sys, corrective_rag.web.http; "
+        "print(sorted(m for m in sys.modules if m.startswith('corrective_rag.loop')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "[]" == out.stdout.strip()
+    assert hasattr(corrective_rag, "CorrectiveRAGOrchestrator")
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        corrective_rag.Nope  # noqa: B018
