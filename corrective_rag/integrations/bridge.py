@@ -14,10 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corrective_rag.errors import InputError, LLMError
+from corrective_rag.calls import scope
+from corrective_rag.errors import InputError, LLMError, LLMTimeoutError
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document, Hit, KeptDocument, Usage
 
@@ -279,6 +281,22 @@ def secrets_of_model(model: object) -> tuple[str, ...]:
             if isinstance(secret, str) and secret:
                 found.append(secret)
     return tuple(found)
+
+
+def check_call_allowed(name: str) -> None:
+    """Raise before a framework call that the run's scope no longer allows.
+
+    A framework model's call cannot be cut off once started (it runs to the provider's own
+    timeout), so a cancelled or expired run must stop here, before the call.
+
+    Raises:
+        Cancelled: the run was cancelled.
+        LLMTimeoutError: the run's deadline has passed.
+    """
+    scope.raise_if_cancelled()
+    at = scope.deadline()
+    if at is not None and time.monotonic() >= at:
+        raise LLMTimeoutError(f"{name}: the run's deadline passed before the call")
 
 
 def call_failed(name: str, exc: BaseException, secrets: Sequence[str]) -> LLMError:

@@ -51,17 +51,16 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "pip install 'corrective_rag[llamaindex]'"
     ) from exc
 
-from corrective_rag.calls import scope
 from corrective_rag.errors import (
     ConfigError,
     CorrectiveRAGError,
     InputError,
-    LLMTimeoutError,
     StoreError,
 )
 from corrective_rag.integrations.bridge import (
     VERDICT_KEYS,
     call_failed,
+    check_call_allowed,
     document_id,
     flat_metadata,
     model_name,
@@ -375,10 +374,7 @@ class LlamaIndexChatModel:
             LLMTimeoutError: the run's deadline passed before the call.
             Cancelled: the run was cancelled before the call.
         """
-        scope.raise_if_cancelled()
-        at = scope.deadline()
-        if at is not None and time.monotonic() >= at:
-            raise LLMTimeoutError(f"{self.model}: the run's deadline passed before the call")
+        check_call_allowed(self.model)
         llm = self.llm
         if self.limits:
             llm = with_limits(llm, {"temperature": temperature, "max_tokens": max_tokens})

@@ -21,7 +21,7 @@ from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.runs.history import result_to_json
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
-from corrective_rag.types import Document, FallbackMode, Hit, RunResult
+from corrective_rag.types import CragAction, Document, FallbackMode, Hit, RunResult
 from corrective_rag.web import (
     BraveRetriever,
     PageFetcher,
@@ -362,8 +362,11 @@ def test_an_empty_fallback_is_recorded_as_empty_and_keeps_the_local_results() ->
     """A web search with no results says 'empty', and an incorrect iteration keeps nothing lost."""
     with FakeSearchServer() as server:
         web = SearxngRetriever(server.base_url)
-        evaluator = ScriptedEvaluator({"py-copy": 0.25})  # incorrect, yet kept by LOOSE
-        result = _orchestrator(web, evaluator=evaluator, policy=LOOSE).run(QUESTION)
+        # relevant (0.6) and kept, yet CRAG's "incorrect" under a policy whose bar is above it
+        evaluator = ScriptedEvaluator({"py-copy": 0.6})
+        strict = FilterPolicy(medium_score=0.5, medium_confidence=0.5, incorrect_below=0.65)
+        result = _orchestrator(web, evaluator=evaluator, policy=strict).run(QUESTION)
+    assert CragAction.INCORRECT == result.history[0].action
     assert FallbackMode.EMPTY == result.history[0].fallback
     assert ("py-copy",) == result.kept_ids
 
