@@ -41,10 +41,10 @@ STDLIB_MODULES = (
     "zlib",
 )  # fmt: skip
 
-# The three ways a run usually goes: one answered in iteration 1 (the next iteration keeps
-# nothing new, so the run stops there: enough_relevant), one whose later iterations keep new
-# documents (it goes on while searching pays, to the cap), one that keeps too few and explores
-# until the cap ends the run.
+# Three ways a run goes: one answered in iteration 1 (the next iteration keeps nothing new, so
+# the run stops there), one whose second iteration still keeps new documents, one that keeps too
+# few and explores until the cap ends the run. With the offline judge the first two stop as
+# kept_unconfident: enough kept, none at confidence 0.7.
 DEMO_QUESTIONS = (
     "How do I run a shell command and capture its output?",
     "How do I create a temporary file?",
