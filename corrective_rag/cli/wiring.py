@@ -8,6 +8,7 @@ module reads no environment variables: the CLI passes in what it read.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,14 +125,36 @@ def store_folders(opts: Options) -> list[str]:
 def check_reachable(base_url: str) -> None:
     """Fail fast with one clear error when nothing answers at ``base_url``.
 
-    Any HTTP answer counts as reachable (the models route may be missing or need a key);
-    only a refused or timed-out connection is an error.
+    Any HTTP status counts as reachable (the models route may be missing or need a key); the
+    body is never read. The whole probe (connect, status line, headers) has one deadline of
+    ``_REACH_TIMEOUT`` seconds, so a server that accepts and stays silent, or drips its headers
+    a byte at a time, is reported instead of holding the command.
     """
     import requests
 
+    from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded
+
     url = base_url.rstrip("/") + "/models"
+
+    def probe(transfer: Transfer[int]) -> int:
+        response = requests.get(url, timeout=_REACH_TIMEOUT, stream=True, allow_redirects=False)
+        transfer.attach(response)
+        response.close()  # the status line is the answer: the body is not read
+        return response.status_code
+
+    silent = (
+        f"the LLM server at {base_url} accepted the connection but sent no answer within "
+        f"{_REACH_TIMEOUT:g} s (still loading a model? a proxy in between?)"
+    )
     try:
-        requests.get(url, timeout=_REACH_TIMEOUT)
+        bounded(probe, time.monotonic() + _REACH_TIMEOUT, f"GET {url}")
+    except (TransferTimeout, requests.ReadTimeout) as exc:
+        raise LLMTransportError(silent) from exc
+    except requests.ConnectionError as exc:  # refused, unknown host, connect timeout
+        reason = type(exc).__name__
+        raise LLMTransportError(
+            f"cannot reach the LLM server at {base_url}: nothing answers there ({reason})"
+        ) from exc
     except requests.RequestException as exc:
         raise LLMTransportError(f"cannot reach the LLM server at {base_url}: {exc}") from exc
 
