@@ -33,6 +33,8 @@ from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite import guard
 from corrective_rag.rewrite.guard import check_rewrite, normalise_query
 from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.text import content_terms
+from corrective_rag.text.lexical import name_phrases
 from corrective_rag.types import Judged, Rewrite, RewriteRequest, RewriteSource, Usage
 
 __all__ = ["LLMRewriter"]
@@ -102,6 +104,10 @@ class LLMRewriter:
         if local.query is None or normalise_query(local.query) == normalise_query(
             rewrite.query or ""
         ):
+            return rewrite
+        if not _names_a_new_entity(local.query, request.question):
+            # generic terms from kept abstracts search what the question's own next hits
+            # already cover; only a name the kept documents add (a bridge) opens a new hop
             return rewrite
         return replace(rewrite, feedback=local.query)
 
@@ -188,3 +194,11 @@ def _copied(candidate: str, judged: tuple[Judged, ...]) -> str | None:
         return None
     texts = [j.document.text for j in judged]
     return "proposal is a sentence copied from a document" if check(candidate, texts) else None
+
+
+def _names_a_new_entity(query: str, question: str) -> bool:
+    """Whether ``query`` holds a name of two or more content words that ``question`` lacks."""
+    asked = content_terms(question)
+    return any(
+        len(terms := content_terms(name)) > 1 and not terms <= asked for name in name_phrases(query)
+    )

@@ -79,3 +79,26 @@ def test_unparseable_reply_becomes_a_rejected_rewrite_or_raises_in_strict_mode()
         with pytest.raises(LLMResponseError):
             rewriter(srv, strict=True).rewrite(request())
     assert result.query is None and result.rejected.startswith("unparseable")
+
+
+def _kept_only(text: str) -> RewriteRequest:
+    kept = Judged(Document("k", text), Verdict("k", True, Relevance.HIGH, 0.9, 0.9, "on topic"))
+    return RewriteRequest(QUESTION, (QUESTION,), (kept,))
+
+
+def test_free_feedback_is_offered_when_the_kept_documents_name_a_new_entity() -> None:
+    """A name the kept document adds (a bridge to the next hop) becomes the feedback lane."""
+    text = "Magma chambers beneath Kilauea were mapped by the Hawaiian Volcano Observatory."
+    with ScriptedLLMServer() as server:
+        rewrite = rewriter(server).rewrite(_kept_only(text))
+    assert rewrite.feedback is not None
+    assert "Hawaiian Volcano Observatory" in rewrite.feedback
+
+
+def test_free_feedback_is_withheld_when_it_holds_only_generic_terms() -> None:
+    """Loose terms from an on-topic abstract search what the question's next hits cover."""
+    text = "Magma chambers collect molten rock and gases beneath volcanoes over long periods."
+    with ScriptedLLMServer() as server:
+        rewrite = rewriter(server).rewrite(_kept_only(text))
+    assert rewrite.feedback is None
+    assert rewrite.query is not None  # the model's own rewrite is unaffected
