@@ -1,17 +1,17 @@
 """One HTTP exchange run in a worker thread, so that its caller can stop waiting at any time.
 
 The caller waits on :attr:`Exchange.done`; when it gives up (Ctrl-C, a deadline) it calls
-:meth:`Exchange.abandon`, which shuts the socket down so the worker's blocked read ends at once.
+:meth:`Exchange.abandon` (:mod:`corrective_rag.calls.abandon`), which shuts the socket down so
+the worker's blocked read ends at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 
 import requests
 
+from corrective_rag.calls.abandon import Abandonable
 from corrective_rag.errors import LLMResponseError
 
 __all__ = ["Exchange", "read_capped"]
@@ -19,33 +19,15 @@ __all__ = ["Exchange", "read_capped"]
 _CHUNK = 64 * 1024
 
 
-class Exchange:
-    """One request's outcome, filled in by its worker thread."""
+class Exchange(Abandonable):
+    """One request's outcome, filled in by its worker thread (see :class:`Abandonable`)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.done = threading.Event()
         self.response: requests.Response | None = None
         self.body = b""
         self.error: BaseException | None = None
-        self._live: requests.Response | None = None
-        self._abandoned = False
-        self._lock = threading.Lock()
-
-    def attach(self, response: requests.Response) -> None:
-        """Record the open response, so that an abandoning caller can cut its socket."""
-        with self._lock:
-            self._live = response
-            abandoned = self._abandoned
-        if abandoned:
-            _shutdown(response)
-
-    def abandon(self) -> None:
-        """The caller stopped waiting: cut the socket so the worker stops reading at once."""
-        with self._lock:
-            self._abandoned = True
-            live = self._live
-        if live is not None:
-            _shutdown(live)
 
 
 def read_capped(response: requests.Response, limit: int) -> bytes:
@@ -66,12 +48,3 @@ def read_capped(response: requests.Response, limit: int) -> bytes:
             )
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _shutdown(response: requests.Response) -> None:
-    """Shut the response's socket down, which wakes a read blocked on it in another thread."""
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)

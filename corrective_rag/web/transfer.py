@@ -9,17 +9,14 @@ down so the worker's blocked read ends too.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-import requests
-
 from corrective_rag.calls import scope
+from corrective_rag.calls.abandon import Abandonable
 from corrective_rag.errors import Cancelled, SearchError
 
 __all__ = ["Transfer", "TransferTimeout", "bounded", "end_of"]
@@ -45,32 +42,14 @@ def end_of(seconds: float) -> tuple[float, bool]:
     return own, False
 
 
-class Transfer(Generic[T]):
+class Transfer(Abandonable, Generic[T]):
     """A transfer in a worker thread; the work registers its open response with :meth:`attach`."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.done = threading.Event()
         self.value: T | None = None
         self.error: BaseException | None = None
-        self._live: list[requests.Response] = []
-        self._abandoned = False
-        self._lock = threading.Lock()
-
-    def attach(self, response: requests.Response) -> None:
-        """Record an open response, so that an abandoning caller can cut its socket."""
-        with self._lock:
-            self._live.append(response)
-            abandoned = self._abandoned
-        if abandoned:
-            _shutdown(response)
-
-    def abandon(self) -> None:
-        """The caller stopped waiting: cut the sockets so the worker stops reading at once."""
-        with self._lock:
-            self._abandoned = True
-            live = list(self._live)
-        for response in live:
-            _shutdown(response)
 
 
 def bounded(work: Callable[[Transfer[T]], T], end: float, what: str) -> T:
@@ -105,12 +84,3 @@ def bounded(work: Callable[[Transfer[T]], T], end: float, what: str) -> T:
     if transfer.error is not None:
         raise transfer.error
     return transfer.value  # type: ignore[return-value]
-
-
-def _shutdown(response: requests.Response) -> None:
-    """Shut the response's socket down, which wakes a read blocked on it in another thread."""
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)

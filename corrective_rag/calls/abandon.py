@@ -1,0 +1,50 @@
+"""Responses a worker thread reads, which the waiting caller can cut off when it gives up.
+
+A read blocked on a socket ends only when the socket does: when the caller stops waiting (a
+deadline, Ctrl-C) it shuts the sockets of the responses the worker registered, so the worker
+returns at once instead of reading on for nobody. Shared by the LLM client's exchanges and the
+web client's transfers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+__all__ = ["Abandonable", "shutdown"]
+
+
+class Abandonable:
+    """Open responses a worker registers (:meth:`attach`) and its caller cuts (:meth:`abandon`)."""
+
+    def __init__(self) -> None:
+        self._live: list[Any] = []
+        self._abandoned = False
+        self._lock = threading.Lock()
+
+    def attach(self, response: Any) -> None:
+        """Record an open response, so that an abandoning caller can cut its socket."""
+        with self._lock:
+            self._live.append(response)
+            abandoned = self._abandoned
+        if abandoned:
+            shutdown(response)
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: cut the sockets so the worker stops reading at once."""
+        with self._lock:
+            self._abandoned = True
+            live = list(self._live)
+        for response in live:
+            shutdown(response)
+
+
+def shutdown(response: Any) -> None:
+    """Shut a ``requests`` response's socket down, which wakes a read blocked on it elsewhere."""
+    connection = getattr(getattr(response, "raw", None), "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
