@@ -20,6 +20,7 @@ from typing import Any
 
 from corrective_rag.calls import scope
 from corrective_rag.errors import InputError, LLMError, LLMTimeoutError
+from corrective_rag.store.checks import FILTER_SCALARS, filter_scalar
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document, Hit, KeptDocument, Usage
 
@@ -38,7 +39,6 @@ __all__ = [
     "with_limits",
 ]
 
-_SCALAR = (str, int, float, bool)
 # what verdict_metadata adds to a kept document's own metadata
 VERDICT_KEYS = (
     "id",
@@ -83,7 +83,7 @@ def _clause(key: str, value: Any, metadata: Mapping[str, Any], where: Mapping[st
     if key.startswith("$"):
         raise InputError(f"invalid metadata filter {where!r}: unknown operator {key!r}")
     if not isinstance(value, Mapping):
-        expected = _scalar(value, where)  # checked even where the field is missing
+        expected = filter_scalar(value, where)  # checked even where the field is missing
         return key in metadata and _same(metadata[key], expected)
     if len(value) != 1:
         raise InputError(f"invalid metadata filter {where!r}: one operator per field")
@@ -91,11 +91,11 @@ def _clause(key: str, value: Any, metadata: Mapping[str, Any], where: Mapping[st
     present = key in metadata
     field = metadata.get(key)
     if op in ("$eq", "$ne"):
-        expected = _scalar(operand, where)
+        expected = filter_scalar(operand, where)
         equal = present and _same(field, expected)
         return equal if op == "$eq" else present and not equal
     if op in _RANGES:
-        bound = _scalar(operand, where)
+        bound = filter_scalar(operand, where)
         if not _number(bound):
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a number")
         if not present or not _number(field):
@@ -109,18 +109,10 @@ def _clause(key: str, value: Any, metadata: Mapping[str, Any], where: Mapping[st
     if op in ("$in", "$nin"):
         if not isinstance(operand, Sequence) or isinstance(operand, str) or not operand:
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
-        values = [_scalar(v, where) for v in operand]
+        values = [filter_scalar(v, where) for v in operand]
         inside = present and any(_same(field, v) for v in values)
         return inside if op == "$in" else present and not inside
     raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
-
-
-def _scalar(value: Any, where: Mapping[str, Any]) -> Any:
-    if not isinstance(value, _SCALAR):
-        raise InputError(
-            f"invalid metadata filter {where!r}: {value!r} is not a str, int, float or bool"
-        )
-    return value
 
 
 def _number(value: Any) -> bool:
@@ -144,7 +136,7 @@ def flat_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         k: v
         for k, v in (metadata or {}).items()
-        if isinstance(k, str) and k and isinstance(v, _SCALAR)
+        if isinstance(k, str) and k and isinstance(v, FILTER_SCALARS)
     }
 
 

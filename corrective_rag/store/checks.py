@@ -12,6 +12,7 @@ from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 
 __all__ = [
+    "FILTER_SCALARS",
     "MAX_TEXT_CHARS",
     "MAX_TOP_K",
     "check_candidates",
@@ -21,6 +22,7 @@ __all__ = [
     "check_term",
     "check_unique",
     "check_where",
+    "filter_scalar",
     "validate_documents",
     "validate_ids",
 ]
@@ -126,3 +128,15 @@ def validate_ids(ids: Iterable[str]) -> list[str]:
         if not isinstance(doc_id, str) or not doc_id:
             raise InputError(f"document ids must be non-empty strings, got {doc_id!r}")
     return out
+
+
+FILTER_SCALARS = (str, int, float, bool)  # the value types a metadata filter compares
+
+
+def filter_scalar(value: Any, where: Mapping[str, Any]) -> Any:
+    """``value`` if a metadata filter may compare it, else :class:`InputError` naming ``where``."""
+    if not isinstance(value, FILTER_SCALARS):
+        raise InputError(
+            f"invalid metadata filter {where!r}: {value!r} is not a str, int, float or bool"
+        )
+    return value

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import InputError
+from corrective_rag.store.checks import filter_scalar
 
 __all__ = ["METADATA_KEY", "to_qdrant_filter"]
 
 METADATA_KEY = "metadata"
 _RANGES = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
-_SCALAR = (str, int, float, bool)
 
 
 def to_qdrant_filter(where: Mapping[str, Any]) -> Any:
@@ -52,42 +52,34 @@ def _clause(key: str, value: Any, where: Mapping[str, Any]) -> Any:
         raise InputError(f"invalid metadata filter {where!r}: unknown operator {key!r}")
     field = f"{METADATA_KEY}.{key}"
     if not isinstance(value, Mapping):
-        return _equals(field, _scalar(value, where))
+        return _equals(field, filter_scalar(value, where))
     if len(value) != 1:
         raise InputError(f"invalid metadata filter {where!r}: one operator per field")
     ((op, operand),) = value.items()
     if op == "$eq":
-        return _equals(field, _scalar(operand, where))
+        return _equals(field, filter_scalar(operand, where))
     if op == "$ne":
         return models.Filter(
             must_not=[
                 models.IsEmptyCondition(is_empty=models.PayloadField(key=field)),
-                _equals(field, _scalar(operand, where)),
+                _equals(field, filter_scalar(operand, where)),
             ]
         )
     if op in _RANGES:
-        number = _scalar(operand, where)
+        number = filter_scalar(operand, where)
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a number")
         return models.FieldCondition(key=field, range=models.Range(**{_RANGES[op]: number}))
     if op in ("$in", "$nin"):
         if not isinstance(operand, Sequence) or isinstance(operand, str) or not operand:
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
-        any_of = models.Filter(should=[_equals(field, _scalar(v, where)) for v in operand])
+        any_of = models.Filter(should=[_equals(field, filter_scalar(v, where)) for v in operand])
         if op == "$in":
             return any_of
         return models.Filter(
             must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=field)), any_of]
         )
     raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
-
-
-def _scalar(value: Any, where: Mapping[str, Any]) -> Any:
-    if not isinstance(value, _SCALAR):
-        raise InputError(
-            f"invalid metadata filter {where!r}: {value!r} is not a str, int, float or bool"
-        )
-    return value
 
 
 def _equals(field: str, value: Any) -> Any:
