@@ -62,6 +62,7 @@ from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from benchmarks.qrels_judge import add_noise_flags, noisy_relevant, qrels_reply
 from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
@@ -153,7 +154,15 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
     client = OpenAIChatClient(
         url, args.model or "local", timeouts=timeouts, retries=retries, max_concurrency=slots
     )
-    grading = {"max_workers": slots, "context_tokens": server.slot_context} if server else {}
+    grading: dict[str, Any] = (
+        {"max_workers": slots, "context_tokens": server.slot_context} if server else {}
+    )
+    if getattr(args, "qrels_judge", False):
+        # the qrels judge answers by document id, and a collection may hold one text under
+        # several ids (CACM: 333 documents share their text with another), while the verdict
+        # cache is keyed by text: it would hand one id's verdict to its twin, in one arm and
+        # not the other. A model reading the text cannot tell twins apart, so no cache here.
+        grading["cache"] = VerdictCache(0)
     propose = {"default": None, "one-call": True, "two-call": False}[args.grading]
     # single shot gets an evaluator (and verdict cache) of its own: sharing one would let the
     # loop read single shot's verdicts from the cache and hide the loop's own calls
