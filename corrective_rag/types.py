@@ -198,7 +198,7 @@ class Verdict:
       ``HIGH`` from ``HIGH_FROM``. A parsed label that disagrees with the score is kept as the
       model said it (it is recorded, not used to decide).
     * ``confidence`` is how likely the verdict (relevant or not) is right. The policy keeps a
-      medium score only when confident, and the stop rule counts only confident keeps
+      medium score only when confident, and the stop rule sums the kept verdicts' confidences
       (:func:`corrective_rag.loop.stopping.stop_rule`); an evaluator should make it a
       probability of being right (a calibrated one where it can), not a constant.
     * What the loop did with a verdict (kept, dropped, ungraded) is the policy's decision, not
@@ -427,8 +427,10 @@ class FallbackMode(str, enum.Enum):
 class StopReason(str, enum.Enum):
     """Why a run ended; reaching a cap is a stop reason, never an exception."""
 
-    ENOUGH_RELEVANT = "enough_relevant"  # min_relevant keeps that are relevant and confident
-    # min_relevant kept, too few of them confidently, and the last iteration kept nothing new:
+    # at least min_relevant relevant keeps, their confidences summing to
+    # min_relevant * stop_confidence (the expected number of relevant keeps)
+    ENOUGH_RELEVANT = "enough_relevant"
+    # min_relevant kept, not that surely, and the last iteration kept nothing new:
     # the run stopped searching, but what it kept is not confirmed (not a success)
     KEPT_UNCONFIDENT = "kept_unconfident"
     ITERATION_CAP = "iteration_cap"

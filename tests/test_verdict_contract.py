@@ -107,16 +107,40 @@ verdicts = st.builds(
 
 
 @given(st.lists(verdicts, max_size=6), st.integers(1, 4), st.booleans())
-def test_enough_relevant_only_with_min_relevant_confident_keeps(
+def test_enough_relevant_only_with_min_relevant_keeps_as_sure_as_the_policy_asks(
     kept: list[Verdict], min_relevant: int, stalled: bool
 ) -> None:
-    """enough_relevant is reported only when min_relevant kept verdicts are relevant and
-    confident; zero confident keeps never give it."""
+    """enough_relevant is reported only when min_relevant kept verdicts are relevant and their
+    confidences sum to min_relevant x stop_confidence (the expected number of relevant keeps);
+    min_relevant keeps each at stop_confidence always give it, fewer relevant keeps never."""
     policy = get_policy("general")
     policy = type(policy)(min_relevant=min_relevant)
     rule = stop_rule(kept, policy, stalled=stalled)
+    relevant = [v for v in kept if v.relevant]
+    total = sum(v.confidence or 0.0 for v in relevant)
     sure = sum(confident(v, policy) for v in kept)
     if rule is not None and rule[0] is StopReason.ENOUGH_RELEVANT:
-        assert sure >= min_relevant >= 1
+        assert len(relevant) >= min_relevant >= 1
+        assert total >= min_relevant * policy.stop_confidence - 1e-9
+    if sure >= min_relevant and not any(v.missing for v in kept):
+        assert rule is not None and rule[0] is StopReason.ENOUGH_RELEVANT
     if rule is not None and rule[0] is StopReason.KEPT_UNCONFIDENT:
-        assert stalled and sure < min_relevant <= len(kept)
+        assert stalled and min_relevant <= len(kept)
+        assert total < min_relevant * policy.stop_confidence
+
+
+def test_many_less_sure_keeps_stop_as_few_sure_ones_do() -> None:
+    """Five keeps at 0.45 (2.25 relevant expected) stop like three at 0.75; two keeps at
+    certainty never do when three are asked for, and three at 0.45 do not."""
+
+    def keeps(n: int, confidence: float) -> list[Verdict]:
+        return [Verdict(f"d{i}", True, Relevance.HIGH, 0.8, confidence) for i in range(n)]
+
+    policy = get_policy("general")
+    assert StopReason.ENOUGH_RELEVANT == stop_rule(keeps(5, 0.45), policy)[0]  # type: ignore[index]
+    assert "0 of them at 0.7 or more" in stop_rule(keeps(5, 0.45), policy)[1]  # type: ignore[index]
+    assert StopReason.ENOUGH_RELEVANT == stop_rule(keeps(3, 0.75), policy)[0]  # type: ignore[index]
+    assert stop_rule(keeps(2, 1.0), policy) is None
+    assert stop_rule(keeps(3, 0.45), policy) is None
+    unsure = stop_rule(keeps(3, 0.45), policy, stalled=True)
+    assert unsure is not None and StopReason.KEPT_UNCONFIDENT == unsure[0]

@@ -65,10 +65,12 @@ class FilterPolicy:
             A document passing either rule is kept, so keeping is monotone in both numbers.
         medium_confidence: the confidence a medium-relevance document needs to be kept.
         min_relevant: how many kept documents are enough to stop the loop.
-        stop_confidence: the least confidence a kept document needs to count toward
-            ``min_relevant``. A document kept on a weak verdict is still kept, but the loop goes
-            on searching until enough documents are kept confidently, so a noisy judge does not
-            stop early on its false positives while a confident one stops at once.
+        stop_confidence: how sure each of ``min_relevant`` keeps must be, on average, to stop
+            the loop: the kept relevant verdicts' confidences must sum to
+            ``min_relevant * stop_confidence`` (``loop.stopping.stop_rule``). A document kept on
+            a weak verdict is still kept, but the loop goes on searching until the keeps are
+            that sure together, so a noisy judge does not stop early on a few false positives
+            while a confident one stops at once.
         correct_at: CRAG's upper threshold: an iteration with any graded score at or above it
             is *correct*.
         incorrect_below: CRAG's lower threshold: an iteration whose graded scores are all below

@@ -65,7 +65,8 @@ def test_enough_relevant_stops_the_loop() -> None:
 
 def test_only_confidently_kept_documents_stop_the_loop() -> None:
     """Unsure keeps do not stop the loop at once; an iteration keeping nothing new then ends it
-    as kept_unconfident, never enough_relevant (which needs confident keeps)."""
+    as kept_unconfident, never enough_relevant (three keeps at 0.4 are not as sure as three
+    at 0.7)."""
     scores = {"p0": 0.8, "p1": 0.8, "p2": 0.8}
     unsure = ScriptedEvaluator(scores, confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
@@ -74,7 +75,7 @@ def test_only_confidently_kept_documents_stop_the_loop() -> None:
     result = orch.run(QUESTION)
     assert (StopReason.KEPT_UNCONFIDENT, 2) == (result.stop_reason, result.iterations)
     assert "kept nothing new" in result.stop_detail
-    assert "only 0 of them confidently" in result.stop_detail
+    assert "sum to only 1.20 < 3 x 0.7" in result.stop_detail
     assert ("p0", "p1", "p2") == result.kept_ids
     lenient = FilterPolicy(stop_confidence=0.4)
     orch = CorrectiveRAGOrchestrator(
