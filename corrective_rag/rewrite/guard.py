@@ -4,7 +4,8 @@ A rewrite is rejected when it repeats a query already tried (compared on normali
 content terms) or shares no content term with the original question: such a query cannot find
 anything new, or has drifted off the user's topic. :func:`is_copied_sentence` tells a proposal
 that is a sentence copied from a document (a small model's habit: it states the answer instead of
-searching for what is missing), which a caller can treat as a poor search.
+searching for what is missing), and :func:`pads_the_question` one that is the question plus a
+word; a caller can treat either as a poor search.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "check_rewrite",
     "is_copied_sentence",
     "normalise_query",
+    "pads_the_question",
     "repeats",
 ]
 
@@ -45,6 +47,18 @@ def repeats(candidate: str, question: str, tried: Sequence[str]) -> bool:
         norm == normalise_query(query) or (terms and terms == content_terms(query))
         for query in (question, *tried)
     )
+
+
+def pads_the_question(candidate: str, question: str) -> bool:
+    """True when ``candidate`` is the question plus at most one more content term.
+
+    Such a query (a weak model's "the question, plus background") searches what the question
+    searches, re-ranked by one word: the hits it adds are the documents that match that word,
+    not what the question lacks. Pure; content terms are compared, not the text.
+    """
+    asked = content_terms(question)
+    terms = content_terms(candidate)
+    return bool(asked) and asked <= terms and len(terms - asked) <= 1
 
 
 def check_rewrite(candidate: str, question: str, tried: Sequence[str]) -> str | None:

@@ -20,7 +20,7 @@ their verdict's reasoning alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -42,6 +42,9 @@ __all__ = ["LLMRewriter"]
 log = get_logger(__name__)
 
 _REPLY_TOKENS = 200  # a query and a sentence of rationale
+# why a query that is the question plus a word is not searched: its own hits would take slots from
+# the question's next-best ones and find what that one word matches (measured in docs/llm-calls.md)
+PADDED = "the question plus one word searches what the question does; its next hits are judged"
 
 
 class LLMRewriter:
@@ -105,7 +108,8 @@ class LLMRewriter:
             rewrite.query or ""
         ):
             return rewrite
-        if not _names_a_new_entity(local.query, request.question):
+        titles = [_own_title(j) for j in request.kept()]
+        if not _names_a_new_entity(local.query, request.question, titles):
             # generic terms from kept abstracts search what the question's own next hits
             # already cover; only a name the kept documents add (a bridge) opens a new hop
             return rewrite
@@ -128,7 +132,7 @@ class LLMRewriter:
             # rejected proposal pages the question's next hits (and the free lane) instead.
             proposed = " ".join(str(proposal.query).split())
             reason = check_rewrite(proposed, request.question, request.tried_queries)
-            reason = reason or _copied(proposed, request.judged)
+            reason = reason or _copied(proposed, request.judged) or _padded(proposed, request)
             if reason is None:
                 why = f"grader's proposal; lacking: {proposal.lacking or '-'}"
                 accepted = Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
@@ -170,6 +174,7 @@ class LLMRewriter:
         candidate = " ".join(candidate.split())
         rationale = str(obj.get("rationale") or "").strip()
         reason = check_rewrite(candidate, request.question, request.tried_queries)
+        reason = reason or _padded(candidate, request)
         if reason is not None:
             log.info("rewrite_rejected", reason=reason, candidate=candidate[:200])
             rejected = Rewrite(
@@ -196,9 +201,30 @@ def _copied(candidate: str, judged: tuple[Judged, ...]) -> str | None:
     return "proposal is a sentence copied from a document" if check(candidate, texts) else None
 
 
-def _names_a_new_entity(query: str, question: str) -> bool:
-    """Whether ``query`` holds a name of two or more content words that ``question`` lacks."""
+def _padded(candidate: str, request: RewriteRequest) -> str | None:
+    """Why ``candidate`` is no new search: the question plus a word, else ``None``."""
+    if guard.pads_the_question(candidate, request.question):
+        return PADDED
+    return None
+
+
+def _names_a_new_entity(query: str, question: str, titles: Sequence[str] = ()) -> bool:
+    """Whether ``query`` holds a name of two or more content words that ``question`` lacks.
+
+    A kept document's own title (``titles``) is no new entity: searching it finds that
+    document again, and the others on its topic the question's own hits already cover.
+    """
     asked = content_terms(question)
+    owned = [content_terms(t) for t in titles if t]
     return any(
-        len(terms := content_terms(name)) > 1 and not terms <= asked for name in name_phrases(query)
+        len(terms := content_terms(name)) > 1
+        and not terms <= asked
+        and not any(terms <= own for own in owned)
+        for name in name_phrases(query)
     )
+
+
+def _own_title(item: Judged) -> str:
+    """The document's ``title`` metadata, ``""`` when it has none."""
+    title = item.document.metadata.get("title")
+    return title if isinstance(title, str) else ""
