@@ -58,6 +58,9 @@ def test_the_service_answers_offline_and_stops_on_sigterm():
     try:
         assert child.stdout is not None
         line = child.stdout.readline()  # the marker line: the socket accepts connections
+        if not line:  # the service ended before listening: say why, not just "''"
+            assert child.stderr is not None
+            pytest.fail(f"service exited {child.wait(timeout=60)}: {child.stderr.read()[-2000:]}")
         assert line.startswith("listening on http://127.0.0.1:"), line
         base = line.split()[-1]
         assert {"status": "ok"} == _get(f"{base}/health")

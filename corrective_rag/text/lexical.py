@@ -186,9 +186,9 @@ def complement(
 def name_phrases(text: str) -> list[str]:
     """Capitalised phrases (likely named entities) in ``text``, in order of first appearance.
 
-    A phrase is a run of capitalised words, possibly joined by a connector word; a single
-    capitalised stop word ("The", "In") is not a phrase, and phrases lose leading and trailing
-    connectors.
+    A phrase is a run of capitalised words on one line, possibly joined by a connector word; a
+    single capitalised stop word ("The", "In") is not a phrase, and phrases lose leading and
+    trailing connectors.
     """
     phrases: list[str] = []
     run: list[str] = []
@@ -204,16 +204,17 @@ def name_phrases(text: str) -> list[str]:
                 phrases.append(phrase)
         run.clear()
 
-    for word in _WORD_OR_PUNCT.findall(text):
-        if word[0].isupper() or (word[0].isdigit() and run):
-            run.append(word)
-            if word.endswith(".") and not re.fullmatch(r"(?:[A-Z]\.)+", word):
-                flush()  # a capitalised word ending a sentence ends the phrase too
-        elif run and word.lower() in _CONNECTORS:
-            run.append(word)
-        else:
-            flush()
-    flush()
+    for line in text.splitlines():
+        for word in _WORD_OR_PUNCT.findall(line):
+            if word[0].isupper() or (word[0].isdigit() and run):
+                run.append(word)
+                if word.endswith(".") and not re.fullmatch(r"(?:[A-Z]\.)+", word):
+                    flush()  # a capitalised word ending a sentence ends the phrase too
+            elif run and word.lower() in _CONNECTORS:
+                run.append(word)
+            else:
+                flush()
+        flush()  # nor does a name run on past its line (a title, and the text's first word)
     return phrases
 
 

@@ -248,6 +248,10 @@ def test_lexical_helpers():
     assert ["Shirley Temple", "Bank of America"] == name_phrases(
         "The film starred Shirley Temple, then at Bank of America."
     )
+    # a title line and the first word of the text below it are not one name
+    assert ["Code Generation", "Compilers", "Recent"] == name_phrases(
+        "Code Generation for Compilers\nRecent work on compilers"
+    )
 
 
 def test_title_links():
