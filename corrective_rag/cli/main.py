@@ -357,6 +357,7 @@ def configure_logging(verbose: bool) -> None:
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # run_id on every event of a run
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="%H:%M:%S"),
             _redact_event,

@@ -16,6 +16,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from structlog.contextvars import bound_contextvars
+
 from corrective_rag.calls.scope import call_scope, raise_if_cancelled
 from corrective_rag.errors import (
     Cancelled,
@@ -212,7 +214,10 @@ class CorrectiveRAGOrchestrator:
         # Budget.max_seconds is a deadline for calls in flight too (see corrective_rag.calls.scope);
         # the scope's own cancel event lets Ctrl-C end this run's parallel calls at once.
         seconds = budget.max_seconds if budget is not None else None
-        with call_scope(seconds=seconds):
+        # run_id also as a structlog context variable, so the evaluator's, rewriter's and LLM
+        # client's events carry it where the application merges context variables
+        # (structlog.contextvars.merge_contextvars; the CLI does); parallel calls copy the context
+        with call_scope(seconds=seconds), bound_contextvars(run_id=run_id):
             return self._loop(st, run_id, started_at, iterations, rlog)
 
     # asyncio: each run in a worker thread; cancelling the task cancels its LLM calls (loop/aio.py)
