@@ -2,9 +2,9 @@
 
 The stop rule reads verdict fields only (the verdict contract, :class:`~corrective_rag.types.
 Verdict`), with its two thresholds in one place, the filter policy: ``min_relevant`` and
-``stop_confidence``. A kept document counts toward ``min_relevant`` when its verdict is relevant
-and confident (``confidence >= stop_confidence``); any evaluator whose confidence is a
-probability of being right reaches it the same way, none is special-cased.
+``stop_confidence``. A kept document counts toward ``min_relevant`` when its verdict says
+relevant, and the kept relevant verdicts' confidences are summed; any evaluator whose confidence
+is a probability of being right reaches the rule the same way, none is special-cased.
 
 * ``enough_relevant``: at least ``min_relevant`` kept documents are relevant, and together they
   are as sure as ``min_relevant`` documents at ``stop_confidence`` each: their confidences sum
