@@ -8,6 +8,7 @@ the same way, per document text, spans and precision.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from collections.abc import Sequence
@@ -111,13 +112,25 @@ class DiskCachedEmbedder:
         self.save()
 
     def save(self) -> None:
-        """Write the cache back if anything was added."""
+        """Write the cache back if anything was added, merged with what is on disk now.
+
+        Benchmarks run side by side share one file: each saves under an exclusive lock, after
+        reading back what the others saved since it loaded, so no process drops another's
+        vectors (the last writer used to win).
+        """
         if self.path is None or not self.dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        keys = list(self.vectors)
-        # one temporary name per process: two benchmarks saving at once must not collide
-        tmp = Path(f"{self.path}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, keys=np.array(keys), vectors=np.vstack([self.vectors[k] for k in keys]))
-        tmp.replace(self.path)
+        with open(f"{self.path}.lock", "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if self.path.exists():
+                with np.load(self.path) as data:
+                    for key, vector in zip(data["keys"].tolist(), data["vectors"], strict=True):
+                        self.vectors.setdefault(key, vector)
+            keys = list(self.vectors)
+            # one temporary name per process: two benchmarks saving at once must not collide
+            tmp = Path(f"{self.path}.{os.getpid()}.tmp.npz")
+            vectors = np.vstack([self.vectors[k] for k in keys])
+            np.savez(tmp, keys=np.array(keys), vectors=vectors)
+            tmp.replace(self.path)
         self.dirty = False

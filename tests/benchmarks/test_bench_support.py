@@ -51,6 +51,21 @@ def test_disk_cache_answers_a_rerun_without_the_model(tmp_path, embedder):
     assert (0, embedder.dimension) == second.embed([]).shape
 
 
+def test_two_benchmarks_saving_one_cache_keep_each_others_vectors(tmp_path, embedder):
+    """Two cached embedders loaded before either saved: the file ends with both their texts."""
+    path = tmp_path / "vectors.npz"
+    DiskCachedEmbedder(embedder, path).embed(["seed"])  # not saved: the file does not exist yet
+    first = DiskCachedEmbedder(embedder, path)
+    second = DiskCachedEmbedder(embedder, path)
+    first.embed(["a moon"])
+    second.embed(["a planet"])
+    first.save()
+    second.save()  # the last writer used to drop "a moon"
+    third = DiskCachedEmbedder(embedder, path)
+    third.embed(["a moon", "a planet"])
+    assert 0 == third.texts_embedded
+
+
 def test_disk_cache_keeps_span_embeddings_for_a_rerun(tmp_path, embedder):
     """Span results saved by one cached embedder are answered by the next without the model."""
     path = tmp_path / "vectors.npz"
