@@ -32,7 +32,7 @@ from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite import guard
 from corrective_rag.rewrite.guard import check_rewrite, normalise_query
-from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.rewrite.local import LocalRewriter, document_title
 from corrective_rag.text import content_terms
 from corrective_rag.text.lexical import name_phrases
 from corrective_rag.types import Judged, Rewrite, RewriteRequest, RewriteSource, Usage
@@ -108,7 +108,7 @@ class LLMRewriter:
             rewrite.query or ""
         ):
             return rewrite
-        titles = [_own_title(j) for j in request.kept()]
+        titles = [document_title(j) for j in request.kept()]
         if not _names_a_new_entity(local.query, request.question, titles):
             # generic terms from kept abstracts search what the question's own next hits
             # already cover; only a name the kept documents add (a bridge) opens a new hop
@@ -222,9 +222,3 @@ def _names_a_new_entity(query: str, question: str, titles: Sequence[str] = ()) -
         and not any(terms <= own for own in owned)
         for name in name_phrases(query)
     )
-
-
-def _own_title(item: Judged) -> str:
-    """The document's ``title`` metadata, ``""`` when it has none."""
-    title = item.document.metadata.get("title")
-    return title if isinstance(title, str) else ""

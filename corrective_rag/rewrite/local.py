@@ -33,7 +33,7 @@ from corrective_rag.text.lexical import (
 )
 from corrective_rag.types import Judged, Rewrite, RewriteRequest
 
-__all__ = ["NOTHING_KEPT", "LocalRewriter"]
+__all__ = ["NOTHING_KEPT", "LocalRewriter", "document_title"]
 
 NOTHING_KEPT = "no document kept yet: nothing to learn a new query from"
 
@@ -145,7 +145,7 @@ class LocalRewriter:
 def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
     """Names in the question that no relevant document has as its title (not found yet)."""
     # a document without a title is about no name: its id or path is never read as words
-    titles = [content_terms(_title(j)) for j in relevant]
+    titles = [content_terms(document_title(j)) for j in relevant]
     return [
         name
         for name in name_phrases(question)
@@ -154,7 +154,7 @@ def _unresolved_names(question: str, relevant: Sequence[Judged]) -> list[str]:
     ]
 
 
-def _title(item: Judged) -> str:
+def document_title(item: Judged) -> str:
     """The document's title, ``""`` when it has none (an id is not a title)."""
     title = item.document.metadata.get("title")
     return title if isinstance(title, str) else ""
@@ -243,7 +243,7 @@ def _candidates(
     for item in relevant:
         document = item.document
         strength = item.verdict.score if item.verdict.score is not None else 1.0
-        title = _title(item).split(" (")[0]
+        title = document_title(item).split(" (")[0]
         own = content_terms(title)
         if own:
             offer(title, own, strength, document.id)
