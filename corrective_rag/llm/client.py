@@ -45,7 +45,7 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
-from corrective_rag.llm.exchange import Exchange, read_capped
+from corrective_rag.llm.exchange import Exchange, finish_stream, read_capped
 from corrective_rag.llm.failures import (
     is_read_timeout,
     permanent_hint,
@@ -458,6 +458,7 @@ class OpenAIChatClient:
                 ):
                     chunks = response.iter_content(chunk_size=None)
                     exchange.body = collect_events(chunks, self.max_response_bytes)
+                    finish_stream(response, chunks, end)  # keeps the connection for the next call
                 else:  # not streamed (an error, or a server that ignores stream): one body
                     exchange.body = read_capped(response, self.max_response_bytes)
             finally:

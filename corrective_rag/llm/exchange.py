@@ -2,21 +2,31 @@
 
 The caller waits on :attr:`Exchange.done`; when it gives up (Ctrl-C, a deadline) it calls
 :meth:`Exchange.abandon` (:mod:`corrective_rag.calls.abandon`), which shuts the socket down so
-the worker's blocked read ends at once.
+the worker's blocked read ends at once. A streamed reply is complete at ``data: [DONE]``;
+:func:`finish_stream` reads the little a server sends after it, so that the connection goes
+back to the pool instead of being closed (one TCP and TLS handshake fewer per call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+from collections.abc import Iterator
 
 import requests
 
 from corrective_rag.calls.abandon import Abandonable
 from corrective_rag.errors import LLMResponseError
 
-__all__ = ["Exchange", "read_capped"]
+__all__ = ["Exchange", "finish_stream", "read_capped"]
 
 _CHUNK = 64 * 1024
+# What may follow a streamed reply's `data: [DONE]` before the connection is given up instead of
+# kept: servers end the body right after it (a chunked body's last, empty chunk: 5 bytes), so
+# these bounds are only met by a server that keeps streaming or holds the body open.
+_AFTER_DONE_BYTES = 64 * 1024
+_AFTER_DONE_SECONDS = 1.0
 
 
 class Exchange(Abandonable):
@@ -48,3 +58,34 @@ def read_capped(response: requests.Response, limit: int) -> bytes:
             )
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def finish_stream(response: requests.Response, rest: Iterator[bytes], end: float) -> bool:
+    """Read the rest of a streamed body whose reply is complete; True when it ended in bounds.
+
+    ``requests`` hands a connection back to its pool only once the body has been read to its
+    end; closing a response read part way closes the connection. What follows ``[DONE]`` is read
+    for at most ``_AFTER_DONE_SECONDS`` in all (never past ``end``) and ``_AFTER_DONE_BYTES``,
+    with the socket's read timeout lowered for the while and restored after. The caller closes
+    ``response`` either way: that keeps the connection when the body ended here, and closes it
+    when it did not.
+    """
+    stop = min(end, time.monotonic() + _AFTER_DONE_SECONDS)
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    before = sock.gettimeout() if sock is not None else None
+    size = 0
+    try:
+        with contextlib.suppress(OSError):
+            if sock is not None:
+                sock.settimeout(max(0.001, stop - time.monotonic()))
+        for chunk in rest:
+            size += len(chunk)
+            if size > _AFTER_DONE_BYTES or time.monotonic() >= stop:
+                return False
+        return True
+    except (requests.RequestException, OSError):
+        return False  # the server cut or held the connection after a complete reply
+    finally:
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.settimeout(before)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -197,6 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         return
 
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._connected()
+
     def _send(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -368,8 +373,10 @@ class _Handler(BaseHTTPRequestHandler):
         options = request.get("stream_options")
         if usage is not None and isinstance(options, dict) and options.get("include_usage"):
             self._event({**head, "choices": [], "usage": usage})
-        self._event("[DONE]")
-        self._chunk(b"")
+        # `[DONE]` and the body's last chunk in one write, as servers send them: a client that
+        # reads on to the end of the body keeps the connection for its next request.
+        self.wfile.write(b"%x\r\ndata: [DONE]\n\n\r\n0\r\n\r\n" % len(b"data: [DONE]\n\n"))
+        self.wfile.flush()
 
     def _await_hangup(self, owner: ScriptedLLMServer) -> None:
         """Block until the client closes the connection (counted) or the server stops."""
@@ -392,6 +399,12 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
     owner: ScriptedLLMServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away between requests is normal; anything else is printed."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class ScriptedLLMServer:
@@ -419,6 +432,8 @@ class ScriptedLLMServer:
         max_in_flight: the most chat requests being served at the same time.
         disconnects: how many times a client closed a connection while its reply was being
             served (a stalled stream it gave up on, or a write that found it gone).
+        connections: how many TCP connections clients opened (a client that reuses its
+            connections opens one per concurrent request, not one per request).
     """
 
     def __init__(
@@ -444,6 +459,7 @@ class ScriptedLLMServer:
         self.request_count = 0
         self.max_in_flight = 0
         self.disconnects = 0
+        self.connections = 0
         self.streaming = streaming
         self.reject_stream = reject_stream
         self._in_flight = 0
@@ -534,6 +550,10 @@ class ScriptedLLMServer:
             attempt = self._seen.get(body, 0)
             self._seen[body] = attempt + 1
         return self._chooser(request, attempt)
+
+    def _connected(self) -> None:
+        with self._lock:
+            self.connections += 1
 
     def _hung_up(self) -> None:
         with self._lock:

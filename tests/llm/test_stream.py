@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -98,6 +99,83 @@ def test_stream_false_sends_no_stream_flag():
     with ScriptedLLMServer() as srv:
         OpenAIChatClient(srv.base_url, "scripted", stream=False).complete(HELLO)
         assert "stream" not in srv.requests[0]
+
+
+def test_streamed_calls_reuse_one_connection():
+    """Calls one after another go over one connection: the end of each stream is read."""
+    with ScriptedLLMServer(reply=lambda request: "a reply longer than one streamed piece") as srv:
+        client = OpenAIChatClient(srv.base_url, "scripted")
+        texts = [client.complete(HELLO).text for _ in range(5)]
+        assert (5, 1) == (srv.request_count, srv.connections)
+    assert ["a reply longer than one streamed piece"] * 5 == texts
+
+
+class _AfterDone(ThreadingHTTPServer):
+    """Streams "hi" and `[DONE]`, then holds the body open or sends junk (``after``)."""
+
+    daemon_threads = True
+
+    def __init__(self, after: str) -> None:
+        super().__init__(("127.0.0.1", 0), _AfterDoneHandler)
+        self.after = after
+        self.connections = 0
+        self.release = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _AfterDoneHandler(BaseHTTPRequestHandler):
+    server: _AfterDone
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._chunk(b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n')
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        if self.server.after == "junk":
+            for _ in range(40):  # 160 KiB, past what the client reads after a complete reply
+                self._chunk(b"x" * 4096)
+            self._chunk(b"")
+            self.wfile.flush()
+        else:  # "hold": the body never ends
+            self.server.release.wait(60)
+        self.close_connection = True
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("after", ["hold", "junk"])
+def test_a_complete_reply_is_returned_whatever_follows_its_done(after):
+    """A body held open or sent on past `[DONE]` gives the reply; its connection is dropped."""
+    server = _AfterDone(after)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        client = OpenAIChatClient(server.url, "scripted")
+        texts = [client.complete(HELLO).text for _ in range(2)]
+        assert 2 == server.connections  # the first connection was not reused
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
+    assert ["hi", "hi"] == texts
 
 
 @pytest.mark.timeout(120)
