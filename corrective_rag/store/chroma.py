@@ -30,6 +30,7 @@ from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
 
 __all__ = [
+    "HNSW",
     "MARKER",
     "ChromaBackend",
     "Opener",
@@ -47,6 +48,19 @@ STAMP_KEY = "crag_stamp"  # in the collection's metadata: ties it to the saved B
 # chromadb rejects batches above its max_batch_size (~5461 on 1.5); stay clear of it.
 WRITE_BATCH = 5000
 READ_PAGE = 5000
+# The dense index's settings for new collections. chromadb's defaults (ef_construction and
+# ef_search 100, 16 neighbours) found 0.92 of the exact cosine top 100, the depth the store asks
+# each leg for, on a 5,000-document corpus, and two builds of the same vectors disagreed on it
+# for most queries; these find more than 0.99 of it, at about twice chromadb's insertion time,
+# which the embedding outweighs (`python benchmarks/dense_recall.py DIR`, docs/store.md).
+# `ef_search` can still be changed on an existing collection, and is raised when a writer
+# opens one made with less; the other two are fixed when a collection is made.
+HNSW: Mapping[str, Any] = {
+    "space": "cosine",
+    "ef_construction": 200,
+    "max_neighbors": 32,
+    "ef_search": 400,
+}
 
 
 def _strip(meta: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -90,14 +104,35 @@ def check_collection(name: object) -> None:
         raise ConfigError(f"collection name must have 3-512 characters, got {name!r}")
 
 
-def open_collection(client: Any, name: str) -> Any:
-    """Get or create collection ``name`` in cosine space, with no embedding function."""
+def open_collection(client: Any, name: str, *, read_only: bool = False) -> Any:
+    """Get or create collection ``name`` (:data:`HNSW`: cosine space), with no embedding function.
+
+    A collection made before with a lower ``ef_search`` gets :data:`HNSW`'s, unless
+    ``read_only`` (a reader writes nothing); a failure to raise it is logged, not raised.
+    """
     try:
-        return client.get_or_create_collection(
-            name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+        collection = client.get_or_create_collection(
+            name, embedding_function=None, configuration={"hnsw": dict(HNSW)}
         )
     except Exception as exc:
         raise StoreError(f"cannot open chroma collection {name!r}: {exc}") from exc
+    if not read_only:
+        _raise_ef_search(collection)
+    return collection
+
+
+def _raise_ef_search(collection: Any) -> None:
+    """Give a collection made with a lower ``ef_search`` the store's (a mutable setting)."""
+    wanted = int(HNSW["ef_search"])
+    try:
+        # the JSON form: the `configuration` property warns about our embedding_function=None
+        hnsw = (getattr(collection, "configuration_json", None) or {}).get("hnsw") or {}
+        if int(hnsw.get("ef_search", wanted)) >= wanted:
+            return
+        collection.modify(configuration={"hnsw": {"ef_search": wanted}})
+        log.info("chroma_ef_search_raised", collection=collection.name, ef_search=wanted)
+    except Exception as exc:  # an older chromadb or server: search as the collection is
+        log.warning("chroma_ef_search_unchanged", error=str(exc))
 
 
 class ChromaBackend:
@@ -260,7 +295,9 @@ def folder_opener(directory: str, collection: str, *, read_only: bool) -> Opener
                 _close_client(client)
                 cleanup()
 
-            return ChromaBackend(open_collection(client, collection), on_close=close)
+            return ChromaBackend(
+                open_collection(client, collection, read_only=True), on_close=close
+            )
 
         return reader
 
