@@ -495,7 +495,7 @@ def cmd_history_plot(args: argparse.Namespace) -> int:
 
 def cmd_history_report(args: argparse.Namespace) -> int:
     """One self-contained HTML page: summary, sortable table, a timeline per question."""
-    from corrective_rag.cli.main import secrets
+    from corrective_rag.cli.environment import secrets
     from corrective_rag.runs.html import read_qrels, write_html
     from corrective_rag.runs.paths import check_output
 
