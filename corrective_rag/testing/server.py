@@ -24,95 +24,15 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from corrective_rag.llm import prompts
-from corrective_rag.text import content_terms
+from corrective_rag.testing.faults import Fault, FaultChooser
+from corrective_rag.testing.replies import default_reply
 
 __all__ = ["Fault", "FaultChooser", "ScriptedLLMServer", "default_reply"]
 
 Reply = Callable[[Mapping[str, Any]], str]
-# (request body, how many identical bodies arrived before) -> the fault to apply, or None
-FaultChooser = Callable[[Mapping[str, Any], int], "Fault | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """One scripted misbehaviour, applied to one request. Build with the class methods."""
-
-    kind: str
-    status: int = 200
-    retry_after: str | None = None
-    body: str = ""
-    seconds: float = 0.0
-    size: int = 0
-    finish_reason: str = "stop"
-
-    @classmethod
-    def rate_limited(cls, retry_after: str | None = "1") -> Fault:
-        """HTTP 429, with ``Retry-After`` (seconds or an HTTP date) unless None."""
-        return cls("status", 429, retry_after, '{"error": {"message": "rate limited"}}')
-
-    @classmethod
-    def error(cls, status: int = 500, body: str = "", retry_after: str | None = None) -> Fault:
-        """An error status; ``{authorization}`` in ``body`` is replaced by the request's header."""
-        return cls("status", status, retry_after, body or '{"error": {"message": "boom"}}')
-
-    @classmethod
-    def hang(cls, seconds: float) -> Fault:
-        """Answer normally, but only after ``seconds`` (past a client's read timeout)."""
-        return cls("hang", seconds=seconds)
-
-    @classmethod
-    def held(cls) -> Fault:
-        """Answer normally, but only once the test calls :meth:`ScriptedLLMServer.release`."""
-        return cls("held")
-
-    @classmethod
-    def drip(cls, interval: float = 2.0) -> Fault:
-        """HTTP 200 with a long body sent one byte every ``interval`` seconds (never finishes)."""
-        return cls("drip", seconds=interval)
-
-    @classmethod
-    def close_mid_body(cls) -> Fault:
-        """Promise a body, send part of it and close the connection."""
-        return cls("close")
-
-    @classmethod
-    def non_json(cls) -> Fault:
-        """HTTP 200 with a body that is not JSON."""
-        return cls("raw", body="<html>bad gateway</html>")
-
-    @classmethod
-    def wrong_shape(cls) -> Fault:
-        """HTTP 200 with JSON that is not a chat completion."""
-        return cls("raw", body='{"result": "ok"}')
-
-    @classmethod
-    def content(cls, text: str) -> Fault:
-        """A well-formed completion whose assistant text is ``text``."""
-        return cls("content", body=text)
-
-    @classmethod
-    def cut(cls, text: str) -> Fault:
-        """A completion of ``text`` ended by the token limit (``finish_reason`` ``length``)."""
-        return cls("content", body=text, finish_reason="length")
-
-    @classmethod
-    def stalled_stream(cls) -> Fault:
-        """Start a streamed reply, then send nothing more until the client closes the connection.
-
-        What a busy model looks like to a client that gave up: the test waits on
-        :meth:`ScriptedLLMServer.wait_for_disconnects`, which proves that the client hung up.
-        """
-        return cls("stall")
-
-    @classmethod
-    def huge(cls, size: int = 10_000_000) -> Fault:
-        """HTTP 200 streaming ``size`` bytes without a Content-Length."""
-        return cls("huge", size=size)
 
 
 _STREAM_PIECE = 16  # characters per streamed delta: many events, as a model streams tokens
@@ -121,71 +41,6 @@ _HANGUP_POLL = 0.05  # seconds between checks for the server's stop while awaiti
 
 def _words(text: str) -> int:
     return len(text.split())
-
-
-def _question(user: str) -> str:
-    first = user.split("\n", 1)[0]
-    for prefix in ("Question: ", "Original question: "):
-        if first.startswith(prefix):
-            return first[len(prefix) :]
-    return first
-
-
-def _overlap(question: str, text: str) -> float:
-    wanted = content_terms(question)
-    return len(wanted & content_terms(text)) / len(wanted) if wanted else 0.0
-
-
-def default_reply(request: Mapping[str, Any]) -> str:
-    """Answer corrective_rag's own prompts deterministically from word overlap.
-
-    Grading: a document is relevant when it holds at least half the question's content terms;
-    its score is that fraction; asked to propose too, the next query is the first rewrite the
-    rewriter would make. Rewriting: the question plus a numbered suffix (the queries tried).
-    Answering: cite the overlapping documents. Support check: "fully" when every answer term is
-    in a document.
-    """
-    messages = request.get("messages") or []
-    system = next((m["content"] for m in messages if m.get("role") == "system"), "")
-    user = next((m["content"] for m in messages if m.get("role") == "user"), "")
-    question = _question(user)
-    docs = prompts.parse_document_blocks(user)
-    if system.startswith(prompts.GRADER_SYSTEM[:40]):
-        verdicts = []
-        for doc_id, text in docs:
-            score = round(_overlap(question, text), 2)
-            verdicts.append(
-                {
-                    "id": doc_id,
-                    "relevant": score >= 0.5,
-                    "score": score,
-                    "confidence": 0.9,
-                    "reasoning": f"shares {score:.0%} of the question's terms",
-                    "missing": None if score >= 0.5 else "the question's main terms",
-                }
-            )
-        if prompts.PROPOSE_RULE not in system:
-            return json.dumps({"verdicts": verdicts})
-        lacking = "nothing" if any(v["relevant"] for v in verdicts) else "the question's terms"
-        proposal = {"lacking": lacking, "next_query": f"{question} background 1"}
-        return json.dumps({"verdicts": verdicts, **proposal})
-    if system.startswith(prompts.REWRITER_SYSTEM[:40]):
-        tried = user.count("\n- ")
-        return json.dumps({"query": f"{question} background {tried}", "rationale": "broaden"})
-    if system.startswith(prompts.GENERATOR_SYSTEM[:40]):
-        cited = [d for d in docs if _overlap(question, d[1]) >= 0.5]
-        if not cited:
-            return json.dumps(
-                {"answer": "The documents do not say.", "cited_ids": [], "abstain": True}
-            )
-        answer = cited[0][1].split(". ")[0].strip()
-        return json.dumps({"answer": answer, "cited_ids": [d[0] for d in cited], "abstain": False})
-    if system.startswith(prompts.SUPPORT_SYSTEM[:40]):
-        answer = user.rsplit("Answer to check:\n", 1)[-1]
-        known = content_terms(" ".join(t for _, t in docs))
-        support = "fully" if content_terms(answer) <= known else "no"
-        return json.dumps({"support": support, "reasoning": "term check"})
-    return "ok"
 
 
 class _Handler(BaseHTTPRequestHandler):
