@@ -111,7 +111,7 @@ def test_streamed_calls_reuse_one_connection():
 
 
 class _AfterDone(ThreadingHTTPServer):
-    """Streams "hi" and `[DONE]`, then holds the body open or sends junk (``after``)."""
+    """Streams "hi" and `[DONE]`, then holds the body open, sends junk or drips (``after``)."""
 
     daemon_threads = True
 
@@ -154,13 +154,20 @@ class _AfterDoneHandler(BaseHTTPRequestHandler):
                 self._chunk(b"x" * 4096)
             self._chunk(b"")
             self.wfile.flush()
+        elif self.server.after == "drip":  # a byte at a time, never past any read timeout
+            while not self.server.release.wait(0.2):
+                try:
+                    self._chunk(b":")
+                    self.wfile.flush()
+                except OSError:
+                    break  # the client gave up on the rest: what the test expects
         else:  # "hold": the body never ends
             self.server.release.wait(60)
         self.close_connection = True
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("after", ["hold", "junk"])
+@pytest.mark.parametrize("after", ["hold", "junk", "drip"])
 def test_a_complete_reply_is_returned_whatever_follows_its_done(after):
     """A body held open or sent on past `[DONE]` gives the reply; its connection is dropped."""
     server = _AfterDone(after)
