@@ -49,10 +49,11 @@ STAMP_KEY = "crag_stamp"  # in the collection's metadata: ties it to the saved B
 WRITE_BATCH = 5000
 READ_PAGE = 5000
 # The dense index's settings for new collections. chromadb's defaults (ef_construction and
-# ef_search 100, 16 neighbours) found 0.92 of the exact cosine top 100, the depth the store asks
-# each leg for, on a 5,000-document corpus, and two builds of the same vectors disagreed on it
-# for most queries; these find more than 0.99 of it, at about twice chromadb's insertion time,
-# which the embedding outweighs (`python benchmarks/dense_recall.py DIR`, docs/store.md).
+# ef_search 100, 16 neighbours) found 0.953-0.996 of the exact cosine top 100, the depth the
+# store asks each leg for, on the development collections, and two builds of the same vectors
+# disagreed on it for most queries; these find 0.999-1.000 and agree, for about 1.6 times
+# chromadb's insertion time, which the embedding outweighs (`python benchmarks/dense_recall.py
+# DIR`, docs/store.md).
 # `ef_search` can still be changed on an existing collection, and is raised when a writer
 # opens one made with less; the other two are fixed when a collection is made.
 HNSW: Mapping[str, Any] = {
