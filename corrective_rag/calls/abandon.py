@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import Any
 
-__all__ = ["Abandonable", "shutdown"]
+__all__ = ["Abandonable", "response_socket", "shutdown"]
 
 
 class Abandonable:
@@ -41,10 +41,15 @@ class Abandonable:
             shutdown(response)
 
 
+def response_socket(response: Any) -> socket.socket | None:
+    """The socket a ``requests`` response reads from (None once its connection is gone)."""
+    connection = getattr(getattr(response, "raw", None), "connection", None)
+    return getattr(connection, "sock", None)
+
+
 def shutdown(response: Any) -> None:
     """Shut a ``requests`` response's socket down, which wakes a read blocked on it elsewhere."""
-    connection = getattr(getattr(response, "raw", None), "connection", None)
-    sock = getattr(connection, "sock", None)
+    sock = response_socket(response)
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import requests
 
-from corrective_rag.calls.abandon import Abandonable
+from corrective_rag.calls.abandon import Abandonable, response_socket
 from corrective_rag.errors import LLMResponseError
 
 __all__ = ["Exchange", "finish_stream", "read_capped"]
@@ -71,7 +71,7 @@ def finish_stream(response: requests.Response, rest: Iterator[bytes], end: float
     when it did not.
     """
     stop = min(end, time.monotonic() + _AFTER_DONE_SECONDS)
-    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    sock = response_socket(response)
     before = sock.gettimeout() if sock is not None else None
     size = 0
     try:
