@@ -49,6 +49,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
-from corrective_rag.evaluate.local import LocalEvaluator
+from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer
@@ -138,7 +139,8 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
         oracle = OracleEvaluator(collection, args.false_negative, args.false_positive)
         return oracle, LocalRewriter(idf=retriever.idf), oracle
     if args.evaluator == "local":
-        local = LocalEvaluator(retriever.embedder, idf=retriever.idf)
+        weights = replace(DEFAULT_WEIGHTS, cap=args.judge_cap)
+        local = LocalEvaluator(retriever.embedder, idf=retriever.idf, weights=weights)
         return local, LocalRewriter(idf=retriever.idf), local
     server = args.local_server
     if not server and (not args.llm_url or not args.model):
@@ -305,6 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--min-relevant", type=int, default=3)
     parser.add_argument("--policy", default="general", help="preset name, or 'relevant'")
+    parser.add_argument(
+        "--judge-cap",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--evaluator local: keep at most N documents of a question's judged ones",
+    )
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
     parser.add_argument("--llm-url", default=None)
     parser.add_argument("--model", default=None)
@@ -479,6 +488,7 @@ def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retrie
         "k": args.k,
         "iterations": args.iterations,
         "min_relevant": args.min_relevant,
+        "judge_cap": args.judge_cap,
         "queries": len(queries),
         "single_shot": single.figures(),
         "single_shot_matched": matched.figures(),

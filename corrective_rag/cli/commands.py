@@ -57,13 +57,37 @@ def options(args: argparse.Namespace) -> Any:
         policy=args.policy,
         max_iterations=args.max_iterations,
         top_k=args.top_k,
-        min_relevant=args.min_relevant,
+        min_relevant=_min_relevant(args, llm=url is not None or bool(args.local_llm)),
+        judge_cap=args.judge_cap,
         **_fallback_options(args),
         timeout=args.timeout,
         max_retries=args.max_retries,
         qdrant=args.qdrant,
         qdrant_api_key=os.environ.get("QDRANT_API_KEY") or None,
     )
+
+
+def _min_relevant(args: argparse.Namespace, *, llm: bool) -> int | None:
+    """``--min-relevant``, checked against ``--judge-cap``, which only the offline judge takes.
+
+    With a cap and no ``--min-relevant``, the policy's number, lowered to the cap: a run whose
+    judge may keep two documents would otherwise never stop on enough of them.
+    """
+    cap = args.judge_cap
+    if cap is None:
+        return args.min_relevant
+    if llm:
+        raise ConfigError("--judge-cap holds the offline judge; with an LLM the model judges")
+    if args.min_relevant is not None:
+        if args.min_relevant > cap:
+            raise ConfigError(
+                f"--min-relevant {args.min_relevant} cannot be reached when the judge keeps "
+                f"at most {cap} (--judge-cap {cap})"
+            )
+        return args.min_relevant
+    from corrective_rag.evaluate.policy import get_policy
+
+    return min(get_policy(args.policy).min_relevant, cap)
 
 
 _KEY_VARIABLES = {"tavily": "TAVILY_API_KEY", "brave": "BRAVE_API_KEY"}

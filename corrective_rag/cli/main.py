@@ -161,6 +161,14 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-iterations", type=_positive, default=3, metavar="N")
     g.add_argument("--top-k", type=_positive, default=5, metavar="K")
     g.add_argument("--min-relevant", type=_positive, default=None, metavar="N")
+    g.add_argument(
+        "--judge-cap",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="offline judge: keep at most N of a question's judged documents (default: no cap); "
+        "set it to how many documents a question of your collection needs",
+    )
 
 
 def _fallback_flags(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ class Options:
     max_iterations: int = 3
     top_k: int = 5
     min_relevant: int | None = None
+    judge_cap: int | None = None  # the offline judge's LocalWeights.cap
     fallback: str | None = None  # searxng, tavily or brave
     fallback_url: str | None = None
     fallback_store: str | None = None
@@ -179,10 +180,12 @@ def _components(
     one of its slots holds, which bounds how many documents one grading call may carry.
     """
     if base_url is None:
-        from corrective_rag.evaluate.local import LocalEvaluator
+        from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
         from corrective_rag.rewrite.local import LocalRewriter
 
-        return LocalEvaluator(store.embedder, idf=store.idf), LocalRewriter(idf=store.idf)
+        weights = replace(DEFAULT_WEIGHTS, cap=opts.judge_cap)
+        local = LocalEvaluator(store.embedder, idf=store.idf, weights=weights)
+        return local, LocalRewriter(idf=store.idf)
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.rewrite.llm import LLMRewriter
