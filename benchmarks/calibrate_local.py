@@ -174,6 +174,17 @@ def collect(folder: str, embedder: DiskCachedEmbedder, limit: int | None, judged
     )
 
 
+def load_datasets(folders: Sequence[str], limit: int | None, judged: str) -> list[Dataset]:
+    """Every folder's judged documents, embedded through the benchmarks' disk cache."""
+    model = SentenceTransformerEmbedder()
+    embedder = DiskCachedEmbedder(model, default_cache_path(model))
+    datasets = []
+    for folder in folders:
+        datasets.append(collect(folder, embedder, limit, judged))
+        embedder.save()
+    return datasets
+
+
 def _calls(
     weights: LocalWeights, data: Dataset, link_titles: bool | None
 ) -> list[tuple[list[LocalFeatures], list[float]]]:
@@ -458,12 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    model = SentenceTransformerEmbedder()
-    embedder = DiskCachedEmbedder(model, default_cache_path(model))
-    datasets = []
-    for folder in args.data:
-        datasets.append(collect(folder, embedder, args.limit, args.judged))
-        embedder.save()
+    datasets = load_datasets(args.data, args.limit, args.judged)
     report: dict = {
         "judged": args.judged,
         "bounds": args.bounds,

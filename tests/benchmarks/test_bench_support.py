@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -103,3 +104,41 @@ def test_signals_benchmark_measures_a_small_collection(tmp_path, embedder):
     assert 1 == report["questions_counted"]
     assert set(SIGNALS) == set(report["auc"])
     assert all(0.0 <= value <= 1.0 for value in report["auc"].values())
+
+
+def test_judge_counts_sums_each_question_over_its_last_pool_and_resamples_questions():
+    """The last call of a question holds its whole pool; a perfect rule's gap is above zero."""
+    from types import SimpleNamespace
+
+    from benchmarks.judge_counts import bootstrap_difference, question_slices, summed_probabilities
+
+    data: Any = SimpleNamespace(
+        queries=(
+            SimpleNamespace(direct=(1, 2, 3), batches=((1, 2), (3,))),
+            SimpleNamespace(direct=(4, 5), batches=((4, 5),)),
+        )
+    )
+    assert [slice(0, 3), slice(3, 5)] == question_slices(data)
+    found = [(2, [0.1, 0.2]), (1, [0.5, 0.1, 0.2]), (2, [0.3, 0.3])]
+    assert np.allclose([0.8, 0.6], summed_probabilities(found, data))
+    truth = np.array([True, False, False, True, False])
+    rows = question_slices(data)
+    low, high = bootstrap_difference(truth, np.ones(5, dtype=bool), truth, rows)
+    assert 0.0 < low <= high
+    assert (0.0, 0.0) == bootstrap_difference(truth, truth, truth, rows)
+
+
+def test_judge_counts_measures_a_small_collection_with_the_shipped_weights(tmp_path, embedder):
+    """One collection: every cap and the one-relevant slice get figures, nothing crashes."""
+    from benchmarks.calibrate_local import collect, fit_rules
+    from benchmarks.judge_counts import CAPS, counts
+    from corrective_rag.evaluate.local import DEFAULT_WEIGHTS
+
+    folder = _beir(tmp_path / "beir")
+    data = collect(str(folder), DiskCachedEmbedder(embedder, tmp_path / "v.npz"), None, "top10")
+    found = counts(DEFAULT_WEIGHTS, fit_rules([data]), data)
+    assert 1 == found["questions"]
+    assert 1 == found["one_relevant"]["questions"]
+    assert {str(c) for c in CAPS} == set(found["capped"])
+    assert found["capped"]["1"]["kept_per_question"] <= 1.0
+    assert 0.0 <= found["judge_f1"] <= 1.0
