@@ -58,6 +58,7 @@ from benchmarks.calibrate_local import (
     matrix,
     pools,
 )
+from benchmarks.metrics import bootstrap_interval
 from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalWeights
 
 RESAMPLES = 2000
@@ -88,16 +89,15 @@ def bootstrap_difference(
     first: np.ndarray, second: np.ndarray, truth: np.ndarray, rows: list[slice], seed: int = 0
 ) -> tuple[float, float]:
     """95% interval of F1(first) - F1(second), resampling whole queries."""
-    rng = np.random.default_rng(seed)
     index = [np.arange(s.start, s.stop) for s in rows]
-    found = []
-    for _ in range(RESAMPLES):
-        pick = np.concatenate([index[i] for i in rng.integers(0, len(rows), len(rows))])
-        found.append(
+
+    def gap(picked: np.ndarray) -> float:
+        pick = np.concatenate([index[i] for i in picked])
+        return (
             agreement(first[pick], truth[pick])["f1"] - agreement(second[pick], truth[pick])["f1"]
         )
-    low, high = np.percentile(found, [2.5, 97.5])
-    return float(low), float(high)
+
+    return bootstrap_interval(gap, len(rows), resamples=RESAMPLES, seed=seed)
 
 
 def counts(weights: LocalWeights, rules: Rules, held: Dataset) -> dict:

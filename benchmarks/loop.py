@@ -53,6 +53,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -60,6 +61,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.beir import Collection, load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
+from benchmarks.metrics import bootstrap_interval
 from benchmarks.qrels_judge import add_noise_flags, noisy_relevant, qrels_reply
 from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import ConfigError
@@ -194,6 +196,8 @@ class Tally:
     def __init__(self) -> None:
         self.recall: list[float] = []
         self.all_found: list[bool] = []
+        self.kept_counts: list[int] = []  # per query, for the paired intervals
+        self.relevant_counts: list[int] = []
         self.kept = self.kept_relevant = 0
         self.evaluated = self.llm_calls = 0
         self.seconds = 0.0
@@ -207,6 +211,8 @@ class Tally:
         found = len(kept & truth)
         self.recall.append(found / len(truth))
         self.all_found.append(truth <= kept)
+        self.kept_counts.append(len(kept))
+        self.relevant_counts.append(found)
         self.kept += len(kept)
         self.kept_relevant += found
         self.evaluated += evaluated
@@ -226,6 +232,15 @@ class Tally:
             **self.loop_figures(n),
         }
 
+    def at(self, picked: np.ndarray) -> dict[str, float]:
+        """Recall, all_found and precision over the queries at ``picked`` (a query may repeat)."""
+        kept = float(np.sum(np.asarray(self.kept_counts)[picked]))
+        return {
+            "recall": float(np.mean(np.asarray(self.recall)[picked])),
+            "all_found": float(np.mean(np.asarray(self.all_found, dtype=float)[picked])),
+            "precision": float(np.sum(np.asarray(self.relevant_counts)[picked])) / max(kept, 1.0),
+        }
+
     def loop_figures(self, n: int) -> dict[str, Any]:
         """Per-iteration calls, tokens and stop reasons (the corrective arm only)."""
         if not self.iterations:
@@ -239,6 +254,27 @@ class Tally:
             "rewrite_prompt_tokens_per_query": self.rewrite_prompt_tokens / n,
             "stop_reasons": dict(sorted(self.stop_reasons.items())),
         }
+
+
+def paired(loop: Tally, other: Tally) -> dict[str, dict[str, Any]]:
+    """``loop`` minus ``other`` per figure, with a 95% bootstrap interval over the queries.
+
+    Both arms answered the same queries in the same order, so each resample draws a query's two
+    outcomes together (``metrics.bootstrap_interval``, seed 0): an interval that holds zero says
+    the difference is within what another draw of queries could give.
+    """
+    n = len(loop.recall)
+    found: dict[str, dict[str, Any]] = {}
+    for key in ("recall", "all_found", "precision"):
+
+        def gap(picked: np.ndarray, key: str = key) -> float:
+            return loop.at(picked)[key] - other.at(picked)[key]
+
+        found[key] = {
+            "difference": round(gap(np.arange(n)), 4),
+            "interval_95": [round(x, 4) for x in bootstrap_interval(gap, n)],
+        }
+    return found
 
 
 def _brief(tally: Tally) -> dict[str, float]:
@@ -261,6 +297,14 @@ def summary(report: dict[str, Any]) -> str:
             f"{arm:<20} {f['recall']:.4f}  {f['all_found']:.4f}     {f['precision']:.4f}"
             f"     {f['evaluated_per_query']:.1f}"
         )
+    gaps = report["corrective_minus_matched"]
+    rows.append(
+        "corrective - matched, 95% interval: "
+        + ", ".join(
+            f"{key} {g['difference']:+.4f} [{g['interval_95'][0]:+.4f}, {g['interval_95'][1]:+.4f}]"
+            for key, g in gaps.items()
+        )
+    )
     stops = ", ".join(f"{k} {v}" for k, v in report["stop_reasons"].items())
     rows.append(f"stop reasons: {stops}")
     fruitless = report["enough_relevant_after_fruitless_iteration"]
@@ -431,6 +475,11 @@ def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retrie
                 "stop_reason": result.stop_reason.value,
                 "judged": judged,
                 "kept_per_iteration": [len(r.kept_ids) for r in result.history],
+                "kept": {
+                    "single_shot": len(fixed[0]),
+                    "single_shot_matched": len(matched_run[0]),
+                    "corrective": len(set(result.kept_ids)),
+                },
                 "relevant_kept": {
                     "single_shot": len(fixed[0] & truth),
                     "single_shot_matched": len(matched_run[0] & truth),
@@ -493,6 +542,7 @@ def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retrie
         "single_shot": single.figures(),
         "single_shot_matched": matched.figures(),
         "corrective": corrective.figures(),
+        "corrective_minus_matched": paired(corrective, matched),
         "evaluator_agreement": agreement(judged_pairs),
         # how the corrective runs ended: enough_relevant stops judge fewer documents
         "stop_reasons": dict(sorted(stops.items())),

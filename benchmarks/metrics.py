@@ -9,12 +9,14 @@ ranking counts at its first position only.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from corrective_rag.errors import InputError
+import numpy as np
+
+from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
 
-__all__ = ["dcg", "ndcg_at_k", "recall_at_k"]
+__all__ = ["bootstrap_interval", "dcg", "ndcg_at_k", "recall_at_k"]
 
 
 def _check(qrels: Mapping[str, float], k: int) -> None:
@@ -61,3 +63,29 @@ def recall_at_k(ranked: Sequence[str], qrels: Mapping[str, float], k: int = 10) 
     _check(qrels, k)
     relevant = {doc_id for doc_id, grade in qrels.items() if grade > 0}
     return len(relevant.intersection(_first_k(ranked, k))) / len(relevant)
+
+
+def bootstrap_interval(
+    statistic: Callable[[np.ndarray], float],
+    n: int,
+    *,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A percentile bootstrap interval of ``statistic`` over ``n`` queries.
+
+    ``statistic`` takes an array of query indices (drawn with replacement) and returns the figure
+    for those queries; resampling whole queries keeps a query's documents together, and a paired
+    comparison (one arm minus another, computed inside ``statistic``) keeps each query's two
+    arms together. The same ``seed`` draws the same resamples.
+    """
+    check_int(n, "n", minimum=1)
+    check_int(resamples, "resamples", minimum=1)
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"level must be in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    found = [statistic(rng.integers(0, n, n)) for _ in range(resamples)]
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(found, [tail, 100 - tail])
+    return float(low), float(high)

@@ -142,3 +142,22 @@ def test_judge_counts_measures_a_small_collection_with_the_shipped_weights(tmp_p
     assert {str(c) for c in CAPS} == set(found["capped"])
     assert found["capped"]["1"]["kept_per_question"] <= 1.0
     assert 0.0 <= found["judge_f1"] <= 1.0
+
+
+def test_loop_benchmark_pairs_each_query_s_two_arms():
+    """The loop minus single shot per figure; precision pools kept documents, as the arms do."""
+    from benchmarks.loop import Tally, paired
+
+    truth = frozenset({"a", "b"})
+    loop, matched = Tally(), Tally()
+    for kept_loop, kept_matched in [({"a", "b"}, {"a", "x"}), ({"a"}, {"a"}), ({"y"}, {"b", "z"})]:
+        loop.add(kept_loop, truth, 4, 0, 0.0)
+        matched.add(kept_matched, truth, 4, 0, 0.0)
+    assert {"recall": 0.5, "all_found": 1 / 3, "precision": 0.75} == loop.at(np.arange(3))
+    gaps = paired(loop, matched)
+    assert 0.0 == gaps["recall"]["difference"]
+    assert round(1 / 3, 4) == gaps["all_found"]["difference"]
+    assert round(0.75 - 3 / 5, 4) == gaps["precision"]["difference"]
+    low, high = gaps["all_found"]["interval_95"]
+    assert 0.0 <= low <= high <= 1.0
+    assert (0.0, 0.0) == tuple(paired(loop, loop)["recall"]["interval_95"])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from benchmarks.metrics import ndcg_at_k, recall_at_k
+from benchmarks.metrics import bootstrap_interval, ndcg_at_k, recall_at_k
 from corrective_rag.errors import ConfigError, InputError
 
 
@@ -47,3 +48,16 @@ def test_metrics_reject_unjudged_queries_and_bad_k() -> None:
         ndcg_at_k(["a"], {"a": 0}, 10)
     with pytest.raises(ConfigError):
         recall_at_k(["a"], {"a": 1}, 0)
+
+
+def test_bootstrap_interval_resamples_queries_and_repeats_with_a_seed() -> None:
+    """Identical arms give (0, 0); a statistic over the drawn queries moves; a seed repeats."""
+    values = np.array([0.0, 1.0, 0.0, 1.0, 1.0])
+    assert (0.0, 0.0) == bootstrap_interval(lambda i: float(values[i].mean() - values[i].mean()), 5)
+    low, high = bootstrap_interval(lambda i: float(values[i].mean()), 5)
+    assert 0.0 <= low < 0.6 < high <= 1.0
+    assert (low, high) == bootstrap_interval(lambda i: float(values[i].mean()), 5)
+    with pytest.raises(ConfigError):
+        bootstrap_interval(lambda i: 0.0, 0)
+    with pytest.raises(ConfigError):
+        bootstrap_interval(lambda i: 0.0, 5, level=1.0)
