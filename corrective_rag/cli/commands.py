@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from corrective_rag.cli.options import options
 from corrective_rag.errors import ConfigError, InputError, LLMError
 
 __all__ = [
@@ -29,103 +29,6 @@ __all__ = [
     "cmd_index",
     "cmd_run",
 ]
-
-
-def options(args: argparse.Namespace) -> Any:
-    from corrective_rag.cli.wiring import Options
-
-    model = args.model
-    url = args.llm_url
-    if url is None and model is not None:
-        url = os.environ.get("OPENAI_BASE_URL") or None
-    if url is not None and model is None:
-        raise ConfigError("--llm-url needs --model NAME")
-    if url is not None and args.local_llm:
-        raise ConfigError("give either --llm-url or --local-llm, not both")
-    if model is not None and url is None and not args.local_llm:
-        raise ConfigError("--model needs --llm-url URL (or OPENAI_BASE_URL)")
-    if args.store and args.chroma_host:
-        raise ConfigError("give either --store DIR or --chroma-host HOST, not both")
-    return Options(
-        store=args.store,
-        chroma_host=args.chroma_host,
-        chroma_port=args.chroma_port,
-        llm_url=url,
-        model=model,
-        api_key=os.environ.get("OPENAI_API_KEY") or None,
-        local_llm=args.local_llm,
-        policy=args.policy,
-        max_iterations=args.max_iterations,
-        top_k=args.top_k,
-        min_relevant=_min_relevant(args, llm=url is not None or bool(args.local_llm)),
-        judge_cap=args.judge_cap,
-        **_fallback_options(args),
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        qdrant=args.qdrant,
-        qdrant_api_key=os.environ.get("QDRANT_API_KEY") or None,
-    )
-
-
-def _min_relevant(args: argparse.Namespace, *, llm: bool) -> int | None:
-    """``--min-relevant``, checked against ``--judge-cap``, which only the offline judge takes.
-
-    With a cap and no ``--min-relevant``, the policy's number, lowered to the cap: a run whose
-    judge may keep two documents would otherwise never stop on enough of them.
-    """
-    cap = args.judge_cap
-    if cap is None:
-        return args.min_relevant
-    if llm:
-        raise ConfigError("--judge-cap holds the offline judge; with an LLM the model judges")
-    if args.min_relevant is not None:
-        if args.min_relevant > cap:
-            raise ConfigError(
-                f"--min-relevant {args.min_relevant} cannot be reached when the judge keeps "
-                f"at most {cap} (--judge-cap {cap})"
-            )
-        return args.min_relevant
-    from corrective_rag.evaluate.policy import get_policy
-
-    return min(get_policy(args.policy).min_relevant, cap)
-
-
-_KEY_VARIABLES = {"tavily": "TAVILY_API_KEY", "brave": "BRAVE_API_KEY"}
-
-
-def _fallback_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The fallback flags checked together; web-search keys come from the environment only."""
-    from corrective_rag.cli.environment import secrets
-
-    name = getattr(args, "fallback", None)
-    url = getattr(args, "fallback_url", None)
-    store = getattr(args, "fallback_store", None)
-    fetch = bool(getattr(args, "fetch_pages", False))
-    private = bool(getattr(args, "fetch_private", False))
-    if name and store:
-        raise ConfigError("give either --fallback or --fallback-store, not both")
-    if url and not name:
-        raise ConfigError("--fallback-url needs --fallback searxng|tavily|brave")
-    if fetch and not name:
-        raise ConfigError("--fetch-pages needs a web --fallback")
-    if private and not fetch:
-        raise ConfigError("--fetch-private needs --fetch-pages")
-    if name == "searxng" and not url:
-        raise ConfigError("--fallback searxng needs --fallback-url URL (your SearxNG instance)")
-    key = None
-    if name in _KEY_VARIABLES:
-        key = os.environ.get(_KEY_VARIABLES[name]) or None
-        if key is None:
-            raise ConfigError(f"--fallback {name} needs {_KEY_VARIABLES[name]} in the environment")
-    return {
-        "fallback": name,
-        "fallback_url": url,
-        "fallback_store": store,
-        "fallback_key": key,
-        "fetch_pages": fetch,
-        "fetch_private": private,
-        "web_secrets": secrets() if name else (),
-    }
 
 
 def _out(text: str) -> None:

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from corrective_rag.cli.commands import options
 from corrective_rag.cli.main import build_parser
+from corrective_rag.cli.options import options
 from corrective_rag.cli.wiring import Options, _components
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
