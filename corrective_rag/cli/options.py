@@ -60,24 +60,20 @@ def options(args: argparse.Namespace) -> Any:
 def _min_relevant(args: argparse.Namespace, *, llm: bool) -> int | None:
     """``--min-relevant``, checked against ``--judge-cap``, which only the offline judge takes.
 
-    With a cap and no ``--min-relevant``, the policy's number, lowered to the cap: a run whose
-    judge may keep two documents would otherwise never stop on enough of them.
+    Refused here, before a model loads; without ``--min-relevant`` the orchestrator lowers the
+    policy's number to the cap (``loop.stopping.within_cap``).
     """
     cap = args.judge_cap
     if cap is None:
         return args.min_relevant
     if llm:
         raise ConfigError("--judge-cap holds the offline judge; with an LLM the model judges")
-    if args.min_relevant is not None:
-        if args.min_relevant > cap:
-            raise ConfigError(
-                f"--min-relevant {args.min_relevant} cannot be reached when the judge keeps "
-                f"at most {cap} (--judge-cap {cap})"
-            )
-        return args.min_relevant
-    from corrective_rag.evaluate.policy import get_policy
-
-    return min(get_policy(args.policy).min_relevant, cap)
+    if args.min_relevant is not None and args.min_relevant > cap:
+        raise ConfigError(
+            f"--min-relevant {args.min_relevant} cannot be reached when the judge keeps "
+            f"at most {cap} (--judge-cap {cap})"
+        )
+    return args.min_relevant
 
 
 _KEY_VARIABLES = {"tavily": "TAVILY_API_KEY", "brave": "BRAVE_API_KEY"}

@@ -153,6 +153,8 @@ class LocalEvaluator:
 
     Attributes:
         documents_per_call: ``None``: no LLM calls, so a call budget never caps its documents.
+        keeps_at_most: ``weights.cap``, the most of a question's judged documents it keeps
+            (``None``: no cap); the orchestrator lowers a default ``min_relevant`` to it.
     """
 
     documents_per_call: int | None = None
@@ -191,6 +193,11 @@ class LocalEvaluator:
         self.weights = weights
         self.max_sentences = max_sentences
         self.link_titles = link_titles
+
+    @property
+    def keeps_at_most(self) -> int | None:
+        """The most of a question's judged documents this judge keeps (``weights.cap``)."""
+        return self.weights.cap
 
     @property
     def embedder(self) -> Embedder:

@@ -37,7 +37,7 @@ from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import FEEDBACK_LEG, QUERY_LEGS, search_queries
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.state import Run, Step, kept_order, proposal_of
-from corrective_rag.loop.stopping import stop_rule
+from corrective_rag.loop.stopping import stop_rule, within_cap
 from corrective_rag.protocols import (
     ContextualEvaluator,
     Evaluator,
@@ -99,8 +99,10 @@ class CorrectiveRAGOrchestrator:
             ``ecommerce``).
         max_iterations: iteration cap (1..100).
         top_k: new documents judged per iteration and source (1..1000).
-        min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``
-            (see :func:`~corrective_rag.loop.stopping.enough_relevant` for when they count).
+        min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``,
+            lowered to the evaluator's ``keeps_at_most`` when it has one (a capped offline
+            judge); a number above that cap is refused (see
+            :func:`~corrective_rag.loop.stopping.enough_relevant` for when they count).
         budget: limits on LLM calls, tokens, cost and seconds; ``None``: unlimited.
         refine: decompose kept documents into strips and keep the relevant ones (CRAG).
         strip_sentences: sentences per strip when refining.
@@ -153,6 +155,7 @@ class CorrectiveRAGOrchestrator:
             raise ConfigError(f"policy must be a FilterPolicy or preset name, got {policy!r}")
         if min_relevant is not None:
             policy = replace(policy, min_relevant=_check_int("min_relevant", min_relevant, 1, 1000))
+        policy = within_cap(policy, evaluator, given=min_relevant is not None)
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget or None, got {budget!r}")
         if not isinstance(refine, bool):

@@ -29,11 +29,13 @@ wrote them (case aside); nothing is parsed.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
+from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.types import StopReason, Verdict
 
-__all__ = ["confident", "enough_relevant", "stop_rule", "sureness"]
+__all__ = ["confident", "enough_relevant", "stop_rule", "sureness", "within_cap"]
 
 
 def confident(verdict: Verdict, policy: FilterPolicy) -> bool:
@@ -96,3 +98,21 @@ def _still_missing(kept: Collection[Verdict]) -> frozenset[str]:
         if not found:
             return frozenset()
     return found or frozenset()
+
+
+def within_cap(policy: FilterPolicy, evaluator: object, *, given: bool) -> FilterPolicy:
+    """``policy`` with ``min_relevant`` no more than the evaluator's ``keeps_at_most``.
+
+    A judge held to two documents a question (``LocalWeights.cap``) would leave a run asking
+    for the policy's three running to the cap every time: a default is lowered to the cap, a
+    number the caller gave is refused.
+    """
+    most = getattr(evaluator, "keeps_at_most", None)
+    if not isinstance(most, int) or isinstance(most, bool) or policy.min_relevant <= most:
+        return policy
+    if given:
+        raise ConfigError(
+            f"min_relevant {policy.min_relevant} is more than the evaluator keeps of a "
+            f"question's documents ({most}): the run would never stop on enough of them"
+        )
+    return replace(policy, min_relevant=most)

@@ -13,6 +13,8 @@ from corrective_rag.cli.wiring import Options, _components
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
 from corrective_rag.evaluate.policy import get_policy
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.types import Document
 
 QUESTION = "How do bees make honey from nectar?"
@@ -33,11 +35,14 @@ def test_the_cap_reaches_the_offline_judge_and_lowers_min_relevant() -> None:
     """With a cap of 2 and no --min-relevant, the run stops on 2 kept, not the policy's 3."""
     assert get_policy("general").min_relevant == 3
     opts = _options("--judge-cap", "2")
-    assert (2, 2) == (opts.judge_cap, opts.min_relevant)
-    evaluator, _ = _components(opts, SimpleNamespace(embedder=None, idf=None), None)
+    assert (2, None) == (opts.judge_cap, opts.min_relevant)
+    store = SimpleNamespace(embedder=None, idf=None)
+    evaluator, rewriter = _components(opts, store, None)
     assert isinstance(evaluator, LocalEvaluator)
     assert 2 == evaluator.weights.cap
-    uncapped, _ = _components(Options(), SimpleNamespace(embedder=None, idf=None), None)
+    retriever = ListRetriever([Document("d", "text")])
+    assert 2 == CorrectiveRAGOrchestrator(retriever, evaluator, rewriter).policy.min_relevant
+    uncapped, _ = _components(Options(), store, None)
     assert None is uncapped.weights.cap
     assert 1 == _options("--judge-cap", "4", "--min-relevant", "1").min_relevant
 
