@@ -50,6 +50,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks.beir import load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from benchmarks.retrievers import build_retriever
+from corrective_rag.errors import InputError
 from corrective_rag.evaluate.local import (
     DEFAULT_WEIGHTS,
     LocalEvaluator,
@@ -182,7 +183,13 @@ def load_datasets(folders: Sequence[str], limit: int | None, judged: str) -> lis
     embedder = DiskCachedEmbedder(model, default_cache_path(model))
     datasets = []
     for folder in folders:
-        datasets.append(collect(folder, embedder, limit, judged))
+        try:
+            data = collect(folder, embedder, limit, judged)
+        except InputError as exc:
+            raise SystemExit(f"{folder}: {exc}") from exc
+        if not data.queries:
+            raise SystemExit(f"{folder}: no query has a relevant document in qrels/test.tsv")
+        datasets.append(data)
         embedder.save()
     return datasets
 

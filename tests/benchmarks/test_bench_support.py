@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from benchmarks.beir import load_collection
 from benchmarks.cache import DiskCachedEmbedder
@@ -161,3 +162,15 @@ def test_loop_benchmark_pairs_each_query_s_two_arms():
     low, high = gaps["all_found"]["interval_95"]
     assert 0.0 <= low <= high <= 1.0
     assert (0.0, 0.0) == tuple(paired(loop, loop)["recall"]["interval_95"])
+
+
+def test_a_collection_without_judged_queries_is_one_clear_line(tmp_path):
+    """Qrels with no positive grade, or no folder at all: SystemExit naming the folder."""
+    from benchmarks.calibrate_local import load_datasets
+
+    folder = _beir(tmp_path / "none")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t0\n")
+    with pytest.raises(SystemExit, match="no query has a relevant document"):
+        load_datasets([str(folder)], None, "top10")
+    with pytest.raises(SystemExit, match="no such file"):
+        load_datasets([str(tmp_path / "missing")], None, "top10")
