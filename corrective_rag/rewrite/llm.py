@@ -208,7 +208,7 @@ def _padded(candidate: str, request: RewriteRequest) -> str | None:
     return None
 
 
-def _names_a_new_entity(query: str, question: str, titles: Sequence[str] = ()) -> bool:
+def _names_a_new_entity(query: str, question: str, titles: Sequence[str]) -> bool:
     """Whether ``query`` holds a name of two or more content words that ``question`` lacks.
 
     A kept document's own title (``titles``) is no new entity: searching it finds that
