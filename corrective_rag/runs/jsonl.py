@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import InputError
+from corrective_rag.inputs import surrogate_at
 from corrective_rag.logs import get_logger
 
 __all__ = ["decode_line", "iter_appended", "iter_jsonl", "torn_tail"]
@@ -57,11 +59,38 @@ def decode_line(raw: bytes, where: str) -> Any:
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from exc
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg})") from exc
     except RecursionError as exc:
         raise InputError(f"{where}: JSON nested too deeply") from exc
+    if _SURROGATE_ESCAPE.search(raw) is not None:  # rare: walk the value only when it may hold one
+        _check_text(value, where)
+    return value
+
+
+# A \ud800-\udfff escape: json.loads joins a valid pair into one character and keeps a lone one,
+# a string that cannot be written as UTF-8 (a CSV export or a terminal fails on it later).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _check_text(value: Any, where: str) -> None:
+    """Raise InputError when a string anywhere in a decoded value holds a lone surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            position = surrogate_at(item)
+            if position is not None:
+                raise InputError(
+                    f"{where}: not valid Unicode text (a lone surrogate escape in "
+                    f"{item[:40]!r}, character {position})"
+                )
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def torn_tail(data: bytes) -> bytes:
@@ -85,6 +114,8 @@ def iter_appended(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     lines = data.split(b"\n")
     if lines.pop().strip():  # whatever follows the last newline: b"" when the file ends cleanly
         log.warning("jsonl_torn_line_skipped", path=str(p), line=len(lines) + 1)
+    if lines and lines[0].startswith(UTF8_BOM):  # as iter_jsonl reads it: Notepad's mark
+        lines[0] = lines[0][len(UTF8_BOM) :]
     for lineno, raw in enumerate(lines, start=1):
         if raw.strip():
             yield lineno, decode_line(raw, f"{p}: line {lineno}")
