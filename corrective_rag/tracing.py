@@ -239,7 +239,10 @@ def _iteration_attributes(record: Any, ended: Any) -> dict[str, Any]:
 
 
 def traced_retrieval(fn: F) -> F:
-    """Decorate ``HybridStore.retrieve(query, *, top_k, where)``: the GenAI retrieval span."""
+    """Decorate ``HybridStore.retrieve`` and ``.search(query, *, top_k, where[, leg])``.
+
+    The GenAI conventions' retrieval span, with the loop's query lane when the loop searched.
+    """
 
     @functools.wraps(fn)
     def retrieve(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
@@ -250,6 +253,7 @@ def traced_retrieval(fn: F) -> F:
             "gen_ai.data_source.id": getattr(self, "collection_name", None),
             "gen_ai.request.top_k": kwargs.get("top_k"),
             NS + "lane": _lane.get(),
+            NS + "leg": kwargs.get("leg"),  # HybridStore.search: one leg, unfused
             NS + "filtered": kwargs.get("where") is not None,
             "gen_ai.retrieval.query.text": query
             if _OPT.contents and isinstance(query, str)

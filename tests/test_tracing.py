@@ -237,3 +237,14 @@ def test_an_outcome_of_another_shape_costs_attributes_not_the_call(spans):
         span.attributes["gen_ai.request.top_k"],
     )
     assert "corrective_rag.hits" not in span.attributes
+
+
+def test_a_one_leg_search_is_a_retrieval_span_naming_its_leg(spans, embedder):
+    """HybridStore.search (one leg, unfused) leaves a retrieval span with the leg and hit ids."""
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        hits = store.search("Io volcanoes", leg="bm25", top_k=2)
+    [span] = _named(_ours(spans), "retrieval")
+    assert "bm25" == span.attributes["corrective_rag.leg"]
+    assert [h.document.id for h in hits] == list(span.attributes["corrective_rag.hit_ids"])
+    assert "corrective_rag.lane" not in span.attributes

@@ -403,6 +403,7 @@ class HybridStore:
                 fetch=self._documents,
             )
 
+    @traced_retrieval
     def search(
         self,
         query: str,
