@@ -59,38 +59,42 @@ def decode_line(raw: bytes, where: str) -> Any:
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from exc
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg})") from exc
     except RecursionError as exc:
         raise InputError(f"{where}: JSON nested too deeply") from exc
-    if _SURROGATE_ESCAPE.search(raw) is not None:  # rare: walk the value only when it may hold one
-        _check_text(value, where)
-    return value
 
 
-# A \ud800-\udfff escape: json.loads joins a valid pair into one character and keeps a lone one,
-# a string that cannot be written as UTF-8 (a CSV export or a terminal fails on it later).
+# A \ud800-\udfff escape. json.loads joins a valid pair into one character but keeps a lone
+# one: a string no file, CSV or terminal can take as UTF-8. The batch writer escapes what it
+# cannot encode (an error message holding bytes that were not UTF-8, a model's stray escape),
+# so such lines are ours too, not damage.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _check_text(value: Any, where: str) -> None:
-    """Raise InputError when a string anywhere in a decoded value holds a lone surrogate."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            position = surrogate_at(item)
-            if position is not None:
-                raise InputError(
-                    f"{where}: not valid Unicode text (a lone surrogate escape in "
-                    f"{item[:40]!r}, character {position})"
-                )
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+def _readable(raw: bytes, where: str) -> Any:
+    """A whole line of an append-only file, decoded, lone surrogates as their escape text."""
+    value = decode_line(raw, where)
+    if _SURROGATE_ESCAPE.search(raw) is None:  # the usual case: nothing to mend
+        return value
+    try:
+        return _mend(value)
+    except RecursionError as exc:  # pragma: no cover - json.loads refuses deeper nesting first
+        raise InputError(f"{where}: JSON nested too deeply") from exc
+
+
+def _mend(value: Any) -> Any:
+    r"""``value`` with each lone surrogate written as its escape text (``\udcff``), readable."""
+    if isinstance(value, str):
+        if surrogate_at(value) is None:
+            return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_mend(k): _mend(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mend(v) for v in value]
+    return value
 
 
 def torn_tail(data: bytes) -> bytes:
@@ -99,10 +103,12 @@ def torn_tail(data: bytes) -> bytes:
 
 
 def iter_appended(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line number, decoded value)`` for every whole line of an append-only JSONL file.
+    r"""Yield ``(line number, decoded value)`` for every whole line of an append-only JSONL file.
 
     A torn last line (no newline after it) is skipped with a ``jsonl_torn_line_skipped``
-    warning; a blank line is skipped.
+    warning; a blank line is skipped. A lone surrogate escape (``"\udcff"``, which the batch
+    writer uses for text it cannot encode) is read as that escape's text, so that every reader
+    can print and export it.
 
     Raises:
         InputError: the file is missing, or a whole line is not UTF-8 JSON (names the line).
@@ -118,4 +124,4 @@ def iter_appended(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
         lines[0] = lines[0][len(UTF8_BOM) :]
     for lineno, raw in enumerate(lines, start=1):
         if raw.strip():
-            yield lineno, decode_line(raw, f"{p}: line {lineno}")
+            yield lineno, _readable(raw, f"{p}: line {lineno}")
