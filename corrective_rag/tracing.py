@@ -188,7 +188,8 @@ def _run_attributes(result: Any) -> dict[str, Any]:
     return {
         NS + "run_id": result.run_id,
         NS + "stop_reason": result.stop_reason.value,
-        NS + "stop_detail": result.stop_detail,
+        # the detail can quote a model's query ("rewrite rejected: ..."): a content
+        NS + "stop_detail": result.stop_detail if _OPT.contents else None,
         NS + "iterations": len(result.history),
         NS + "kept_ids": list(result.kept_ids),
         NS + "llm_calls": total.llm_calls,
