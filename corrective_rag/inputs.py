@@ -8,11 +8,20 @@ results writer, so it is refused where it enters, with an :class:`InputError` na
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Literal, TypeGuard, overload
 
 from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError
 
-__all__ = ["MAX_QUERY_BYTES", "check_int", "check_query", "is_int", "is_number", "surrogate_at"]
+__all__ = [
+    "MAX_QUERY_BYTES",
+    "check_int",
+    "check_query",
+    "is_blank",
+    "is_int",
+    "is_number",
+    "surrogate_at",
+]
 
 MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
 
@@ -26,16 +35,47 @@ def surrogate_at(text: str) -> int | None:
     return None
 
 
+# Unicode's Default_Ignorable_Code_Point characters that are not format characters (Cf):
+# rendered as nothing, like U+200B, though Python's str.strip() keeps them all.
+_IGNORABLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def _invisible(char: str) -> bool:
+    if char.isspace() or unicodedata.category(char) == "Cf":
+        return True
+    code = ord(char)
+    return any(low <= code <= high for low, high in _IGNORABLE)
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: only whitespace and invisible characters.
+
+    Invisible: format characters (zero-width space and joiners, U+FEFF, direction marks) and
+    Unicode's other default-ignorable code points (variation selectors, Hangul fillers).
+    """
+    return all(_invisible(char) for char in text)
+
+
 def check_query(value: object, *, what: str = "question", max_bytes: int = MAX_QUERY_BYTES) -> str:
     """Return ``value`` if it is usable query text, else raise :class:`InputError`.
 
-    Usable: a ``str`` (not bytes), not empty or only whitespace, no NUL character, valid
+    Usable: a ``str`` (not bytes), not blank (see :func:`is_blank`), no NUL character, valid
     Unicode (no lone surrogate), at most ``max_bytes`` bytes as UTF-8.
     """
     if not isinstance(value, str):
         raise InputError(f"{what} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise InputError(f"{what} is empty or only whitespace")
+    if is_blank(value):
+        raise InputError(f"{what} is empty or only whitespace and invisible characters")
     if "\x00" in value:
         raise InputError(f"{what} contains NUL characters")
     position = surrogate_at(value)

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "_version": 0,
     "inputs": 1,
     "logs": 1,
+    "tracing": 1,
     "types": 2,
     "protocols": 3,
     # what every outgoing call shares, and the tools every part uses

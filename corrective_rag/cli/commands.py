@@ -291,6 +291,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             shard=args.shard,
             progress=not args.no_progress,
             rerun_errors=not args.skip_errors,
+            rerun_changed=args.rerun_changed,
             secrets=secrets(),
             cancel=cancel,
         )
@@ -319,6 +320,7 @@ def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
         shard=args.shard,
         progress=not args.no_progress,
         rerun_errors=not args.skip_errors,
+        rerun_changed=args.rerun_changed,
         engine=RayEngine(args.ray or None),
         secrets=secrets(),
     )

@@ -244,6 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=_positive, default=4, metavar="N")
     p.add_argument("--shard", type=_shard, default=None, metavar="I/N", help="0 <= I < N")
     p.add_argument("--skip-errors", action="store_true", help="do not rerun failed ids on resume")
+    p.add_argument(
+        "--rerun-changed",
+        action="store_true",
+        help="on resume, rerun ids whose question changed (default: keep the old answer, warn)",
+    )
     p.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON")
     p.add_argument(
         "--ray",

@@ -66,6 +66,7 @@ from corrective_rag.llm.stream import EVENT_STREAM, collect_events, is_event_str
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
+from corrective_rag.tracing import traced_chat
 from corrective_rag.types import ChatReply
 
 __all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
@@ -193,6 +194,7 @@ class OpenAIChatClient:
         with self._lock:
             return STRUCTURED_MODES[self._mode_index]
 
+    @traced_chat
     def complete(
         self,
         messages: Sequence[Mapping[str, str]],

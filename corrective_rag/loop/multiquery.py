@@ -12,6 +12,7 @@ from typing import Any
 
 from corrective_rag.protocols import Retriever
 from corrective_rag.store.fusion import reciprocal_rank_fusion
+from corrective_rag.tracing import lane
 from corrective_rag.types import Document, Hit, LegScore
 
 __all__ = ["FEEDBACK_LEG", "QUERY_LEGS", "search_queries"]
@@ -35,13 +36,16 @@ def search_queries(
     ``names`` (default ``question``, ``rewrite``, ``query3``, ...), with the retriever's own
     rank and score for that query.
     """
-    lists = [retriever.retrieve(q, top_k=top_k, where=where) for q in queries]
+    if names is None:
+        names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(queries) + 1))]
+    lists = []
+    for i, q in enumerate(queries):
+        with lane(names[i] if i < len(names) else f"query{i + 1}"):  # for a traced search
+            lists.append(retriever.retrieve(q, top_k=top_k, where=where))
     if len(lists) == 1:
         return list(lists[0])
     docs: dict[str, Document] = {}
     legs: dict[str, list[LegScore]] = {}
-    if names is None:
-        names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(lists) + 1))]
     for name, hits in zip(names, lists, strict=False):
         for hit in hits:
             docs.setdefault(hit.document.id, hit.document)

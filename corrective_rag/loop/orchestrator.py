@@ -45,6 +45,7 @@ from corrective_rag.protocols import (
     Retriever,
     Rewriter,
 )
+from corrective_rag.tracing import traced_iteration, traced_run
 from corrective_rag.types import (
     Answer,
     CragAction,
@@ -174,6 +175,7 @@ class CorrectiveRAGOrchestrator:
         self.strip_sentences = _check_int("strip_sentences", strip_sentences, 1, 100)
         self._docs_per_call = documents_per_call(evaluator)
 
+    @traced_run
     def run(
         self,
         question: str,
@@ -306,6 +308,7 @@ class CorrectiveRAGOrchestrator:
 
     # -- one iteration ---------------------------------------------------------------------
 
+    @traced_iteration
     def _iterate(
         self, st: Run, index: int, query: str, *, last: bool
     ) -> tuple[IterationRecord, tuple[StopReason, str] | None]:

@@ -20,7 +20,8 @@ Policies, chosen once:
   stops the worker threads and waits for them to leave their queries before ``run_batch``
   returns or raises: none goes on paying for LLM calls, none is inside native code at exit.
 * Resume: ok ids are skipped; ids whose last line is an error are run again, unless
-  ``rerun_errors=False``. The last line of an id wins when reading back.
+  ``rerun_errors=False``. An id whose question changed keeps its answer with a warning naming
+  it, or is run again with ``rerun_changed=True``. The last line of an id wins when reading back.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from corrective_rag.logs import get_logger
 from corrective_rag.runs.attempt import Runners, RunOne, attempt, interrupted_line
 from corrective_rag.runs.failures import permanent_failure
 from corrective_rag.runs.paths import same_file
-from corrective_rag.runs.queries import Query, check_shard, in_shard, read_queries
+from corrective_rag.runs.queries import Query, check_ids, check_shard, in_shard, read_queries
 from corrective_rag.runs.results import (
     error_line,
     read_results,
@@ -126,14 +127,34 @@ class _Writer:
         os.close(self._fd)
 
 
-def _done_ids(path: Path, *, rerun_errors: bool) -> set[str]:
+_CHANGED_SHOWN = 20  # ids named in the warning; the count says how many more
+
+
+def _done_ids(
+    path: Path, mine: Sequence[Query], *, rerun_errors: bool, rerun_changed: bool
+) -> set[str]:
+    """Ids of ``mine`` that resume skips: done before, as the same question.
+
+    An id whose question changed since its line was written keeps its old answer (with a
+    warning naming it), unless ``rerun_changed``.
+    """
     if not path.exists():
         return set()
     repair_torn_tail(path)
-    last: dict[str, bool] = {}
-    for rec in read_results(path):
-        last[rec.id] = rec.ok
-    return {qid for qid, ok in last.items() if ok or not rerun_errors}
+    last = {rec.id: rec for rec in read_results(path)}
+    done = {qid for qid, rec in last.items() if rec.ok or not rerun_errors}
+    changed = [q.id for q in mine if q.id in done and last[q.id].query != q.query]
+    if changed:
+        log.warning(
+            "batch_questions_changed",
+            count=len(changed),
+            ids=changed[:_CHANGED_SHOWN],
+            action="running them again"
+            if rerun_changed
+            else "kept the answers to the old "
+            "questions; pass rerun_changed=True (CLI: --rerun-changed) to run them again",
+        )
+    return done - set(changed) if rerun_changed else done
 
 
 def _same_permanent_failure(lines: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
@@ -243,6 +264,7 @@ def run_batch(
     shard: tuple[int, int] | None = None,
     progress: bool = True,
     rerun_errors: bool = True,
+    rerun_changed: bool = False,
     fsync: bool = True,
     progress_stream: IO[str] | None = None,
     secrets: Sequence[str] = (),
@@ -262,6 +284,9 @@ def run_batch(
         shard: ``(i, n)`` to run only the ids whose stable hash falls in share ``i`` of ``n``.
         progress: show a tqdm bar on stderr (done, failed, rate, ETA).
         rerun_errors: run ids whose last line is an error again (default); ``False`` skips them.
+        rerun_changed: run again the ids whose question differs from the one their last line
+            answered. Without it they keep that answer, and a ``batch_questions_changed``
+            warning names them.
         fsync: fsync after every line (crash-safe against power loss, not only process death).
         progress_stream: where the bar goes, stderr by default.
         secrets: strings (an API key) replaced by ``***`` in every line written, whatever
@@ -303,9 +328,7 @@ def run_batch(
         items = list(queries)
     else:
         raise InputError("queries must be a queries file path or a sequence of Query values")
-    ids = [q.id for q in items]
-    if len(set(ids)) != len(ids):
-        raise InputError("query ids must be unique within a batch")
+    check_ids(items)  # unique, and no two that look the same
     mine = [q for q in items if in_shard(q.id, shard)]
     out = Path(out_path)
     # Lock first, so two batches never repair the same file.
@@ -313,7 +336,7 @@ def run_batch(
     started = time.perf_counter()
     interrupted = False
     try:
-        done = _done_ids(out, rerun_errors=rerun_errors)
+        done = _done_ids(out, mine, rerun_errors=rerun_errors, rerun_changed=rerun_changed)
         todo = [q for q in mine if q.id not in done]
         skipped = len(mine) - len(todo)
         log.info("batch_started", queries=len(mine), todo=len(todo), skipped=skipped)

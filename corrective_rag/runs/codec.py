@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from typing import Any, TypeVar, cast
 
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_int, is_number
-from corrective_rag.types import Verdict, missing_items
+from corrective_rag.types import RunResult, Verdict, missing_items
 
 __all__ = ["from_dict", "to_dict"]
 
@@ -43,6 +44,22 @@ def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+# The writers refuse NaN and infinities (``allow_nan=False``), and no count or index a run
+# records comes near 2**63 (the int64 range of every JSON reader that is not Python's).
+_INT_LIMIT = 2**63
+
+
+def _finite(data: int | float, where: str) -> float:
+    """``data`` as a finite float, or InputError (a 400-digit integer overflows a float)."""
+    try:
+        number = float(data)
+    except OverflowError as exc:
+        raise InputError(f"{where}: number out of range ({len(str(data))} digits)") from exc
+    if not math.isfinite(number):
+        raise InputError(f"{where}: expected a finite number, got {data!r}")
+    return number
+
+
 def _convert(tp: Any, data: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
@@ -51,6 +68,9 @@ def _convert(tp: Any, data: Any, where: str) -> Any:
         args = typing.get_args(tp)
         if data is None and type(None) in args:
             return None
+        options = [arg for arg in args if arg is not type(None)]
+        if len(options) == 1:  # ``X | None``: X's own message says what is wrong
+            return _convert(options[0], data, where)
         errors = []
         for arg in args:
             if arg is type(None):
@@ -84,10 +104,12 @@ def _convert(tp: Any, data: Any, where: str) -> Any:
     if tp is float:
         if not is_number(data):
             raise InputError(f"{where}: expected a number, got {data!r}")
-        return float(data)
+        return _finite(data, where)
     if tp is int:
         if not is_int(data):
             raise InputError(f"{where}: expected an integer, got {data!r}")
+        if not -_INT_LIMIT <= data < _INT_LIMIT:
+            raise InputError(f"{where}: integer out of range ({len(str(data))} digits)")
         return data
     if tp in (str, bool):
         if not isinstance(data, tp):
@@ -113,7 +135,23 @@ def from_dict(cls: type[T], data: Any, *, where: str = "") -> T:
             kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise InputError(f"{where}: missing field {f.name!r}")
-    return cls(**kwargs)
+    try:
+        value = cls(**kwargs)
+    except (ValueError, TypeError) as exc:  # InputError too: a value's own check, e.g. a range
+        raise InputError(f"{where}: {exc}") from exc
+    _check(value, where)
+    return value
+
+
+def _check(value: Any, where: str) -> None:
+    """What readers rely on beyond each field's type: a run's iterations are numbered 1..n."""
+    if isinstance(value, RunResult):
+        for position, rec in enumerate(value.history, start=1):
+            if rec.index != position:
+                raise InputError(
+                    f"{where}.history[{position - 1}]: iteration index {rec.index}, "
+                    f"expected {position} (iterations are numbered 1..n in order)"
+                )
 
 
 def _upgrade(cls: Any, data: Mapping[str, Any]) -> Mapping[str, Any]:

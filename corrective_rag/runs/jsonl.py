@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import InputError
+from corrective_rag.inputs import surrogate_at
 from corrective_rag.logs import get_logger
 
 __all__ = ["decode_line", "iter_appended", "iter_jsonl", "torn_tail"]
@@ -64,16 +66,49 @@ def decode_line(raw: bytes, where: str) -> Any:
         raise InputError(f"{where}: JSON nested too deeply") from exc
 
 
+# A \ud800-\udfff escape. json.loads joins a valid pair into one character but keeps a lone
+# one: a string no file, CSV or terminal can take as UTF-8. The batch writer escapes what it
+# cannot encode (an error message holding bytes that were not UTF-8, a model's stray escape),
+# so such lines are ours too, not damage.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _readable(raw: bytes, where: str) -> Any:
+    """A whole line of an append-only file, decoded, lone surrogates as their escape text."""
+    value = decode_line(raw, where)
+    if _SURROGATE_ESCAPE.search(raw) is None:  # the usual case: nothing to mend
+        return value
+    try:
+        return _mend(value)
+    except RecursionError as exc:  # pragma: no cover - json.loads refuses deeper nesting first
+        raise InputError(f"{where}: JSON nested too deeply") from exc
+
+
+def _mend(value: Any) -> Any:
+    r"""``value`` with each lone surrogate written as its escape text (``\udcff``), readable."""
+    if isinstance(value, str):
+        if surrogate_at(value) is None:
+            return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_mend(k): _mend(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mend(v) for v in value]
+    return value
+
+
 def torn_tail(data: bytes) -> bytes:
     """What follows the last newline of an append-only file's bytes: a torn line, or ``b""``."""
     return data[data.rfind(b"\n") + 1 :]
 
 
 def iter_appended(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line number, decoded value)`` for every whole line of an append-only JSONL file.
+    r"""Yield ``(line number, decoded value)`` for every whole line of an append-only JSONL file.
 
     A torn last line (no newline after it) is skipped with a ``jsonl_torn_line_skipped``
-    warning; a blank line is skipped.
+    warning; a blank line is skipped. A lone surrogate escape (``"\udcff"``, which the batch
+    writer uses for text it cannot encode) is read as that escape's text, so that every reader
+    can print and export it.
 
     Raises:
         InputError: the file is missing, or a whole line is not UTF-8 JSON (names the line).
@@ -85,6 +120,8 @@ def iter_appended(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     lines = data.split(b"\n")
     if lines.pop().strip():  # whatever follows the last newline: b"" when the file ends cleanly
         log.warning("jsonl_torn_line_skipped", path=str(p), line=len(lines) + 1)
+    if lines and lines[0].startswith(UTF8_BOM):  # as iter_jsonl reads it: Notepad's mark
+        lines[0] = lines[0][len(UTF8_BOM) :]
     for lineno, raw in enumerate(lines, start=1):
         if raw.strip():
-            yield lineno, decode_line(raw, f"{p}: line {lineno}")
+            yield lineno, _readable(raw, f"{p}: line {lineno}")

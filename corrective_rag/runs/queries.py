@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import check_query, is_int
+from corrective_rag.inputs import check_query, is_blank, is_int
 from corrective_rag.runs.jsonl import iter_jsonl
+from corrective_rag.types import MAX_ID_LENGTH
 
-__all__ = ["Query", "check_shard", "in_shard", "parse_shard", "read_queries"]
+__all__ = ["Query", "check_ids", "check_shard", "in_shard", "parse_shard", "read_queries"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +23,8 @@ class Query:
     """One line of a queries file.
 
     Attributes:
-        id: unique, non-empty.
-        query: the question, non-empty.
+        id: unique, non-empty, at most 512 characters (as document ids).
+        query: the question, not blank (not only whitespace and invisible characters).
         line: 1-based line number in the file (0 when built in code).
         extra: any other fields of the line, kept as given.
     """
@@ -33,9 +35,13 @@ class Query:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id.strip():
+        if not isinstance(self.id, str) or is_blank(self.id):
             raise InputError(f"query id must be a non-empty string, got {self.id!r}")
-        if not isinstance(self.query, str) or not self.query.strip():
+        if len(self.id) > MAX_ID_LENGTH:
+            raise InputError(
+                f"query id longer than {MAX_ID_LENGTH} characters: {self.id[:40]!r}..."
+            )
+        if not isinstance(self.query, str) or is_blank(self.query):
             raise InputError(f"query {self.id!r}: question must be a non-empty string")
         check_query(self.id, what="query id")
         check_query(self.query, what=f"query {self.id!r}")
@@ -48,6 +54,34 @@ def _pick(obj: Mapping[str, Any], *names: str) -> Any:
     return None
 
 
+def _id_key(query_id: str) -> str:
+    """What a reader sees of an id: ids equal here look the same in every table and log."""
+    return unicodedata.normalize("NFC", query_id).strip()
+
+
+def _lookalike(qid: str, first: str, where: str, first_where: str) -> InputError:
+    if qid == first:
+        return InputError(f"{where}: duplicate id {qid!r} (first {first_where})")
+    return InputError(
+        f"{where}: id {qid!r} looks the same as {first!r} ({first_where}): they differ only in "
+        "Unicode normalisation or surrounding spaces; give them distinct ids"
+    )
+
+
+def check_ids(queries: Sequence[Query]) -> None:
+    """Raise :class:`InputError` when two queries share an id or ids that look the same.
+
+    Ids that differ only in Unicode normalisation (``"é"`` as one character or two) or in
+    surrounding spaces print the same, so a reader could not tell their results apart.
+    """
+    seen: dict[str, Query] = {}
+    for q in queries:
+        first = seen.setdefault(_id_key(q.id), q)
+        if first is not q:
+            where = f"line {q.line}" if q.line else f"query {q.id!r}"
+            raise _lookalike(q.id, first.id, where, f"on line {first.line}" if first.line else "")
+
+
 def read_queries(path: str | os.PathLike[str]) -> list[Query]:
     """Read and validate a queries JSONL file.
 
@@ -56,13 +90,14 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
 
     Raises:
         InputError: naming the file and line, for a missing file, a line that is not a JSON
-            object, a missing or empty id or query, or an id seen on an earlier line.
+            object, a missing or blank id or query, an id over 512 characters, or an id seen
+            on an earlier line, or one that looks the same (see :func:`check_ids`).
     """
     p = Path(path)
     if not p.is_file():
         raise InputError(f"queries file not found: {p}")
     queries: list[Query] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[str, int]] = {}  # id key -> (id, line)
     for lineno, obj in iter_jsonl(p):
         where = f"{p}: line {lineno}"
         if not isinstance(obj, dict):
@@ -70,18 +105,19 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
         qid = _pick(obj, "id", "_id")
         if is_int(qid):
             qid = str(qid)
-        if not isinstance(qid, str) or not qid.strip():
+        if not isinstance(qid, str) or is_blank(qid):
             raise InputError(f"{where}: missing or empty 'id'")
         text = _pick(obj, "query", "text")
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or is_blank(text):
             raise InputError(f"{where}: missing or empty 'query'")
-        if qid in seen:
-            raise InputError(f"{where}: duplicate id {qid!r} (first on line {seen[qid]})")
-        seen[qid] = lineno
+        if _id_key(qid) in seen:
+            first, first_line = seen[_id_key(qid)]
+            raise _lookalike(qid, first, where, f"on line {first_line}")
+        seen[_id_key(qid)] = (qid, lineno)
         extra = {k: v for k, v in obj.items() if k not in ("id", "_id", "query", "text")}
         try:
             queries.append(Query(qid, text, lineno, extra))
-        except InputError as exc:  # NUL, invalid Unicode or an oversized question
+        except InputError as exc:  # NUL, invalid Unicode, an oversized question or id
             raise InputError(f"{where}: {exc}") from exc
     return queries
 

@@ -16,6 +16,7 @@ several lines for one id (an error, then the ok line of a rerun): the last line 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -183,17 +184,28 @@ def _decode(obj: Any, lineno: int, where: str) -> ResultRecord:
         raise InputError(f"{where}: line {lineno}: missing or empty 'id'")
     if status not in (STATUS_OK, STATUS_ERROR):
         raise InputError(f"{where}: line {lineno}: 'status' must be 'ok' or 'error'")
-    seconds = obj.get("seconds", 0.0)
-    if not is_number(seconds):
-        raise InputError(f"{where}: line {lineno}: 'seconds' must be a number")
+    seconds = _seconds(obj.get("seconds", 0.0), f"{where}: line {lineno}")
     if status == STATUS_OK:
         result = from_dict(RunResult, obj.get("result"), where=f"{where}: line {lineno}: result")
-        return ResultRecord(qid, str(query or ""), status, float(seconds), result, line=lineno)
+        return ResultRecord(qid, str(query or ""), status, seconds, result, line=lineno)
     error = obj.get("error") or {}
     if not isinstance(error, dict):
         raise InputError(f"{where}: line {lineno}: 'error' must be an object")
     err = {"type": str(error.get("type", "")), "message": str(error.get("message", ""))}
-    return ResultRecord(qid, str(query or ""), status, float(seconds), None, err, lineno)
+    return ResultRecord(qid, str(query or ""), status, seconds, None, err, lineno)
+
+
+def _seconds(value: Any, where: str) -> float:
+    """A line's ``seconds``: a finite number >= 0 (a hand-edited file may hold anything)."""
+    if not is_number(value):
+        raise InputError(f"{where}: 'seconds' must be a number")
+    try:
+        seconds = float(value)
+    except OverflowError as exc:  # an integer of hundreds of digits
+        raise InputError(f"{where}: 'seconds' out of range ({len(str(value))} digits)") from exc
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InputError(f"{where}: 'seconds' must be a finite number >= 0, got {value!r}")
+    return seconds
 
 
 def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:

@@ -60,6 +60,7 @@ from corrective_rag.store.search import (
     fused_search,
     leg_search,
 )
+from corrective_rag.tracing import traced_retrieval
 from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
@@ -377,6 +378,7 @@ class HybridStore:
         with foreign_failures("idf"):
             return lexical.idf(token)
 
+    @traced_retrieval
     def retrieve(
         self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
     ) -> list[Hit]:
@@ -401,6 +403,7 @@ class HybridStore:
                 fetch=self._documents,
             )
 
+    @traced_retrieval
     def search(
         self,
         query: str,

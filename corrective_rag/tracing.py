@@ -1,0 +1,353 @@
+"""OpenTelemetry spans for runs, iterations, searches and LLM calls.
+
+The package traces through ``opentelemetry-api`` only, which does nothing until the application
+installs an SDK (``opentelemetry-sdk``) with an exporter: a library that traces is silent until
+asked, as it is with logging. Four spans, each the child of the one enclosing it:
+
+* ``corrective_rag.run``: one :meth:`~corrective_rag.CorrectiveRAGOrchestrator.run` (or
+  ``arun``, whose worker thread carries the caller's context), with the stop reason, the kept
+  ids and the run's usage;
+* ``corrective_rag.iteration``: one iteration, with its CRAG action and kept ids;
+* ``retrieval``: one :meth:`~corrective_rag.HybridStore.retrieve`, named and attributed as
+  OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name`` ``retrieval``), with the
+  query's lane (``question``, ``rewrite``, ``feedback``) when the loop searched;
+* ``chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT span with
+  the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
+  ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...).
+
+Contents (the question, queries, prompts, replies, documents' ids aside) are recorded only after
+:func:`capture_content` ``(True)``, as the GenAI conventions advise: they may hold what users
+would not send to a tracing backend. Exception messages can quote a server's reply, so a failed
+span carries the exception's type (``error.type``) and its message only with contents on.
+docs/tracing.md has the attribute table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
+
+from corrective_rag._version import __version__
+from corrective_rag.errors import ConfigError
+from corrective_rag.logs import get_logger
+
+__all__ = [
+    "capture_content",
+    "content_captured",
+    "lane",
+    "traced_chat",
+    "traced_iteration",
+    "traced_retrieval",
+    "traced_run",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+log = get_logger(__name__)
+
+TRACER_NAME = "corrective_rag"
+NS = "corrective_rag."  # our attributes' namespace, as the conventions ask of custom ones
+
+
+class _Options:
+    """The process-wide opt-in to contents (set by :func:`capture_content`)."""
+
+    contents = False
+
+
+_OPT = _Options()
+_lane: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "corrective_rag_lane", default=None
+)
+
+
+def capture_content(enabled: bool) -> None:
+    """Record contents on spans from now on (``True``) or stop (``False``, the default).
+
+    Contents: the question and the queries searched, the messages sent to an LLM and its
+    reply, and exception messages. Process-wide, like the ``OTEL_INSTRUMENTATION_GENAI_
+    CAPTURE_MESSAGE_CONTENT`` switch of OpenTelemetry's own instrumentations (the package reads
+    no environment variables: the application decides).
+    """
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"capture_content takes True or False, got {enabled!r}")
+    _OPT.contents = enabled
+
+
+def content_captured() -> bool:
+    """True when :func:`capture_content` turned contents on."""
+    return _OPT.contents
+
+
+@contextlib.contextmanager
+def lane(name: str) -> Iterator[None]:
+    """Searches inside this block belong to the query lane ``name`` (set by the loop)."""
+    token = _lane.set(name)
+    try:
+        yield
+    finally:
+        _lane.reset(token)
+
+
+def _tracing() -> bool:
+    """False until the application sets a tracer provider: then a span is not worth making.
+
+    (``ProxyTracer`` would hand out non-recording spans, at some 10 µs each; spans started
+    after an SDK is set are recorded as usual.)
+    """
+    try:
+        from opentelemetry import trace
+    except ImportError:  # pragma: no cover - opentelemetry-api is a dependency
+        return False
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+@functools.cache
+def _tracer() -> Any:
+    try:
+        from opentelemetry import trace
+    except ImportError:  # pragma: no cover - opentelemetry-api is a dependency
+        return None
+    return trace.get_tracer(TRACER_NAME, __version__)
+
+
+@contextlib.contextmanager
+def _span(name: str, attributes: Mapping[str, Any], *, client: bool = False) -> Iterator[Any]:
+    """A current span that records a failure as its type (its message only with contents on)."""
+    tracer = _tracer()
+    if tracer is None:  # pragma: no cover - opentelemetry-api is a dependency
+        yield None
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    kind = SpanKind.CLIENT if client else SpanKind.INTERNAL
+    with tracer.start_as_current_span(
+        name,
+        kind=kind,
+        attributes=dict(attributes),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            if span.is_recording():
+                kind_name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+                span.set_attribute("error.type", kind_name)
+                span.set_status(Status(StatusCode.ERROR, str(exc) if _OPT.contents else kind_name))
+                if _OPT.contents:
+                    span.record_exception(exc)
+            raise
+
+
+def _record(span: Any, attributes: Callable[..., Mapping[str, Any]], *outcome: Any) -> None:
+    """Set the attributes read from an outcome, if the span records.
+
+    An outcome of an unexpected shape (a user's own retriever returning something else) costs
+    its attributes, never the call: tracing must never break what it traces.
+    """
+    if span is None or not span.is_recording():
+        return
+    try:
+        found = attributes(*outcome)
+    except Exception as exc:
+        log.debug("trace_attributes_skipped", span=getattr(span, "name", ""), error=repr(exc))
+        return
+    span.set_attributes({k: v for k, v in found.items() if v is not None})
+
+
+# -- the run and its iterations ------------------------------------------------------------
+
+
+def traced_run(fn: F) -> F:
+    """Decorate ``CorrectiveRAGOrchestrator.run``: one span per run, its outcome at the end."""
+
+    @functools.wraps(fn)
+    def run(self: Any, question: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _tracing():
+            return fn(self, question, *args, **kwargs)
+        policy = getattr(getattr(self, "policy", None), "name", None)
+        start = {NS + "policy": policy}
+        if _OPT.contents and isinstance(question, str):
+            start[NS + "question"] = question
+        with _span("corrective_rag.run", {k: v for k, v in start.items() if v is not None}) as span:
+            result = fn(self, question, *args, **kwargs)
+            _record(span, _run_attributes, result)
+            return result
+
+    return cast(F, run)
+
+
+def _run_attributes(result: Any) -> dict[str, Any]:
+    total = result.usage.total
+    return {
+        NS + "run_id": result.run_id,
+        NS + "stop_reason": result.stop_reason.value,
+        # the detail can quote a model's query ("rewrite rejected: ..."): a content
+        NS + "stop_detail": result.stop_detail if _OPT.contents else None,
+        NS + "iterations": len(result.history),
+        NS + "kept_ids": list(result.kept_ids),
+        NS + "llm_calls": total.llm_calls,
+        NS + "cost_usd": total.cost_usd,
+        "gen_ai.usage.input_tokens": total.prompt_tokens,
+        "gen_ai.usage.output_tokens": total.completion_tokens,
+        NS + "final_query": result.final_query if _OPT.contents else None,
+    }
+
+
+def traced_iteration(fn: F) -> F:
+    """Decorate the loop's one-iteration method ``(self, st, index, query, ...)``."""
+
+    @functools.wraps(fn)
+    def iterate(self: Any, st: Any, index: int, query: str, *args: Any, **kwargs: Any) -> Any:
+        if not _tracing():
+            return fn(self, st, index, query, *args, **kwargs)
+        start: dict[str, Any] = {NS + "iteration": index}
+        if _OPT.contents:
+            start[NS + "query"] = query
+        with _span("corrective_rag.iteration", start) as span:
+            outcome = fn(self, st, index, query, *args, **kwargs)
+            _record(span, _iteration_attributes, *outcome)
+            return outcome
+
+    return cast(F, iterate)
+
+
+def _iteration_attributes(record: Any, ended: Any) -> dict[str, Any]:
+    rewrite = record.rewrite
+    return {
+        NS + "action": record.action.value if record.action is not None else None,
+        NS + "fallback": record.fallback.value if record.fallback is not None else None,
+        NS + "retrieved": len(record.retrieved),
+        NS + "judged": len(record.verdicts),
+        NS + "kept_ids": list(record.kept_ids),
+        NS + "dropped_ids": list(record.dropped_ids),
+        NS + "ungraded_ids": list(record.ungraded_ids),
+        NS + "rewrite_source": rewrite.source.value if rewrite is not None else None,
+        NS + "rewrite": rewrite.query if rewrite is not None and _OPT.contents else None,
+        NS + "stop_reason": ended[0].value if ended is not None else None,
+        "gen_ai.usage.input_tokens": record.usage.total.prompt_tokens,
+        "gen_ai.usage.output_tokens": record.usage.total.completion_tokens,
+    }
+
+
+# -- searches ------------------------------------------------------------------------------
+
+
+def traced_retrieval(fn: F) -> F:
+    """Decorate ``HybridStore.retrieve`` and ``.search(query, *, top_k, where[, leg])``.
+
+    The GenAI conventions' retrieval span, with the loop's query lane when the loop searched.
+    """
+
+    @functools.wraps(fn)
+    def retrieve(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _tracing():
+            return fn(self, query, *args, **kwargs)
+        start = {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.data_source.id": getattr(self, "collection_name", None),
+            "gen_ai.request.top_k": kwargs.get("top_k"),
+            NS + "lane": _lane.get(),
+            NS + "leg": kwargs.get("leg"),  # HybridStore.search: one leg, unfused
+            NS + "filtered": kwargs.get("where") is not None,
+            "gen_ai.retrieval.query.text": query
+            if _OPT.contents and isinstance(query, str)
+            else None,
+        }
+        with _span("retrieval", {k: v for k, v in start.items() if v is not None}) as span:
+            hits = fn(self, query, *args, **kwargs)
+            _record(span, _hit_attributes, hits)
+            return hits
+
+    return cast(F, retrieve)
+
+
+def _hit_attributes(hits: Any) -> dict[str, Any]:
+    ids = [h.document.id for h in hits]
+    return {NS + "hits": len(ids), NS + "hit_ids": ids}
+
+
+# -- LLM calls -----------------------------------------------------------------------------
+
+PROVIDER = "openai"  # the API the client speaks; gen_ai.request.model names what answered
+
+
+def traced_chat(fn: F) -> F:
+    """Decorate ``OpenAIChatClient.complete(messages, *, json_schema, max_tokens, temperature)``.
+
+    One span per call, retries and format step-downs included (the conventions' logical call).
+    """
+
+    @functools.wraps(fn)
+    def complete(self: Any, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _tracing():
+            return fn(self, messages, *args, **kwargs)
+        model = str(getattr(self, "model", "") or "")
+        start = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": PROVIDER,
+            "gen_ai.request.model": model or None,
+            "gen_ai.request.max_tokens": kwargs.get("max_tokens"),
+            "gen_ai.request.temperature": kwargs.get("temperature", 0.0),
+            "gen_ai.output.type": "json" if kwargs.get("json_schema") is not None else "text",
+            **_server(getattr(self, "url", None) or getattr(self, "base_url", None)),
+        }
+        if _OPT.contents:
+            start["gen_ai.input.messages"] = _input_messages(messages)
+        name = f"chat {model}" if model else "chat"
+        attributes = {k: v for k, v in start.items() if v is not None}
+        with _span(name, attributes, client=True) as span:
+            reply = fn(self, messages, *args, **kwargs)
+            _record(span, _reply_attributes, reply)
+            return reply
+
+    return cast(F, complete)
+
+
+def _server(url: Any) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of the endpoint; never its user or password."""
+    if not isinstance(url, str):
+        return {}
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return {}
+    return {"server.address": parts.hostname, "server.port": port}
+
+
+def _input_messages(messages: Any) -> str | None:
+    """The conventions' ``gen_ai.input.messages``, as JSON text (span attributes are flat)."""
+    if not isinstance(messages, Sequence):
+        return None
+    shaped = [
+        {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
+        for m in messages
+        if isinstance(m, Mapping)
+    ]
+    return json.dumps(shaped, ensure_ascii=False)
+
+
+def _reply_attributes(reply: Any) -> dict[str, Any]:
+    usage = reply.usage
+    finish = reply.finish_reason
+    out: dict[str, Any] = {
+        "gen_ai.response.model": reply.model or None,
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "gen_ai.response.finish_reasons": [finish] if finish else None,
+    }
+    if _OPT.contents:
+        message = {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": reply.text}],
+            "finish_reason": finish or "",
+        }
+        out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+    return out

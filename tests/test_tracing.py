@@ -1,0 +1,250 @@
+"""OpenTelemetry spans, read back with the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from corrective_rag import tracing
+from corrective_rag.errors import ConfigError, LLMResponseError
+from corrective_rag.evaluate.llm import LLMEvaluator
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
+from corrective_rag.testing.faults import Fault
+from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.types import Document
+
+QUESTION = "Which moons of Jupiter are the largest?"
+REWRITE = "Galilean moons volcanoes Io"
+
+CORPUS = [
+    Document("ganymede", "Ganymede, a moon of Jupiter, is the largest moon in the Solar System."),
+    Document("callisto", "Callisto is the second largest moon of Jupiter, heavily cratered."),
+    Document("io", "Io, innermost of the Galilean moons, is covered in active volcanoes."),
+    Document("titan", "Titan is the largest moon of Saturn, with a thick hazy atmosphere."),
+    Document("bread", "Sourdough bread rises thanks to wild yeast."),
+    Document("river", "The Nile flows north into the Mediterranean Sea."),
+]
+
+RELEVANT = {"ganymede": 0.95, "callisto": 0.85, "io": 0.8}
+
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _provider() -> Iterator[None]:
+    """One SDK provider for the process (OpenTelemetry allows one), exporting to memory; the
+    exporter stops at the end, so later tests' spans are not kept."""
+    current = trace.get_tracer_provider()
+    if not isinstance(current, TracerProvider):
+        current = TracerProvider()
+        trace.set_tracer_provider(current)
+    current.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    yield
+    _EXPORTER.shutdown()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    _EXPORTER.clear()
+    tracing.capture_content(False)
+    yield _EXPORTER
+    tracing.capture_content(False)
+
+
+def _ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [
+        s for s in exporter.get_finished_spans() if s.instrumentation_scope.name == "corrective_rag"
+    ]
+
+
+def _named(found: list[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [s for s in found if s.name == name]
+
+
+def _hybrid_run(embedder: SentenceTransformerEmbedder, **options: object) -> object:
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        orch = CorrectiveRAGOrchestrator(
+            store,
+            ScriptedEvaluator(RELEVANT, default=0.05),
+            ScriptedRewriter([REWRITE]),
+            top_k=2,
+            max_iterations=4,
+        )
+        if options.pop("aio", False):
+            return asyncio.run(_under_parent(orch))
+        return orch.run(QUESTION)
+
+
+async def _under_parent(orch: CorrectiveRAGOrchestrator) -> object:
+    with trace.get_tracer("app").start_as_current_span("request"):
+        return await orch.arun(QUESTION)
+
+
+def test_a_two_iteration_run_leaves_run_iteration_and_search_spans_parented(spans, embedder):
+    """A two-iteration offline run: one run span, two iteration spans under it, and under each
+    iteration one retrieval span per lane, carrying the stop reason, kept ids and lanes."""
+    result = _hybrid_run(embedder)
+    found = _ours(spans)
+    [run] = _named(found, "corrective_rag.run")
+    iterations = _named(found, "corrective_rag.iteration")
+    searches = _named(found, "retrieval")
+    assert 2 == len(iterations) == result.iterations
+    assert 3 <= len(found)
+    assert {run.context.span_id} == {s.parent.span_id for s in iterations}
+    by_index = {s.attributes["corrective_rag.iteration"]: s for s in iterations}
+    lanes = {
+        index: sorted(
+            s.attributes["corrective_rag.lane"]
+            for s in searches
+            if s.parent.span_id == span.context.span_id
+        )
+        for index, span in by_index.items()
+    }
+    assert {1: ["question"], 2: ["question", "rewrite"]} == lanes
+    assert {s.context.trace_id for s in found} == {run.context.trace_id}
+    assert "enough_relevant" == run.attributes["corrective_rag.stop_reason"]
+    assert list(result.kept_ids) == list(run.attributes["corrective_rag.kept_ids"])
+    assert result.run_id == run.attributes["corrective_rag.run_id"]
+    assert list(result.history[0].kept_ids) == list(
+        by_index[1].attributes["corrective_rag.kept_ids"]
+    )
+    assert "retrieval" == searches[0].attributes["gen_ai.operation.name"]
+    assert SpanKind.INTERNAL == searches[0].kind
+
+
+def test_contents_are_absent_unless_opted_in(spans, embedder):
+    """Without capture_content no span carries the question or a query; with it they do."""
+    _hybrid_run(embedder)
+    text = json.dumps([dict(s.attributes) for s in _ours(spans)])
+    assert "jupiter" not in text.lower()
+    spans.clear()
+    tracing.capture_content(True)
+    _hybrid_run(embedder)
+    [run] = _named(_ours(spans), "corrective_rag.run")
+    assert QUESTION == run.attributes["corrective_rag.question"]
+    queries = {
+        s.attributes["gen_ai.retrieval.query.text"] for s in _named(_ours(spans), "retrieval")
+    }
+    assert {QUESTION, REWRITE} == queries
+
+
+def test_arun_parents_its_spans_under_the_callers_span(spans, embedder):
+    """A run awaited with arun inside an application's span is that span's child."""
+    _hybrid_run(embedder, aio=True)
+    [request] = [s for s in spans.get_finished_spans() if s.name == "request"]
+    [run] = _named(_ours(spans), "corrective_rag.run")
+    assert request.context.span_id == run.parent.span_id
+
+
+def test_an_llm_judged_run_leaves_gen_ai_chat_spans(spans):
+    """Each grading call is a CLIENT span `chat {model}` with the GenAI conventions' attributes,
+    the server's token counts and finish reason, and no prompt unless opted in."""
+    docs = [
+        Document("bees", "Honey bees make honey from flower nectar they collect."),
+        Document("wasp", "Wasps hunt insects and build paper nests."),
+    ]
+    with ScriptedLLMServer() as server:
+        chat = OpenAIChatClient(server.base_url, "scripted-model")
+        orch = CorrectiveRAGOrchestrator(
+            ListRetriever(docs),
+            LLMEvaluator(chat, batch_size=2, max_workers=1),
+            LLMRewriter(chat),
+            top_k=2,
+            max_iterations=1,
+        )
+        orch.run("How do honey bees make honey?")
+        calls = len(server.requests)
+    found = _ours(spans)
+    chats = _named(found, "chat scripted-model")
+    assert calls == len(chats) >= 1
+    span = chats[0]
+    attrs = span.attributes
+    assert SpanKind.CLIENT == span.kind
+    assert ("chat", "openai", "scripted-model") == (
+        attrs["gen_ai.operation.name"],
+        attrs["gen_ai.provider.name"],
+        attrs["gen_ai.request.model"],
+    )
+    assert attrs["gen_ai.usage.input_tokens"] > 0
+    assert attrs["gen_ai.usage.output_tokens"] > 0
+    assert ("stop",) == tuple(attrs["gen_ai.response.finish_reasons"])
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+    assert ("127.0.0.1", port) == (attrs["server.address"], attrs["server.port"])
+    assert "gen_ai.input.messages" not in attrs and "gen_ai.output.messages" not in attrs
+    [iteration] = _named(found, "corrective_rag.iteration")
+    assert iteration.context.span_id == span.parent.span_id
+
+
+def test_llm_contents_and_errors_follow_the_opt_in(spans):
+    """With contents on, a chat span holds the messages and reply; a failed call is an error
+    span naming the exception's type, its message only with contents on."""
+    tracing.capture_content(True)
+    with ScriptedLLMServer() as server:
+        chat = OpenAIChatClient(server.base_url, "m")
+        chat.complete([{"role": "user", "content": "Say hi"}])
+    [span] = _named(_ours(spans), "chat m")
+    sent = json.loads(span.attributes["gen_ai.input.messages"])
+    assert [{"role": "user", "parts": [{"type": "text", "content": "Say hi"}]}] == sent
+    assert "assistant" == json.loads(span.attributes["gen_ai.output.messages"])[0]["role"]
+    tracing.capture_content(False)
+    spans.clear()
+    with ScriptedLLMServer() as server:
+        server.enqueue(Fault.error(400, '{"error": {"message": "echo: Say hi"}}'))
+        with pytest.raises(LLMResponseError):
+            OpenAIChatClient(server.base_url, "m").complete([{"role": "user", "content": "Say hi"}])
+    [failed] = _named(_ours(spans), "chat m")
+    assert StatusCode.ERROR == failed.status.status_code
+    assert "corrective_rag.errors.LLMResponseError" == failed.attributes["error.type"]
+    assert "corrective_rag.errors.LLMResponseError" == failed.status.description
+    assert () == tuple(failed.events)
+    assert "Say hi" not in json.dumps(dict(failed.attributes))
+
+
+def test_capture_content_takes_a_bool():
+    """capture_content("yes") is a ConfigError, not a silent opt-in."""
+    with pytest.raises(ConfigError):
+        tracing.capture_content("yes")  # type: ignore[arg-type]
+
+
+def test_an_outcome_of_another_shape_costs_attributes_not_the_call(spans):
+    """A traced search whose hits are not Hit values returns them unchanged, span and all."""
+
+    class Odd:
+        collection_name = "odd"
+
+        @tracing.traced_retrieval
+        def retrieve(self, query: str, *, top_k: int = 10) -> list[str]:
+            return ["not", "hits"]
+
+    assert ["not", "hits"] == Odd().retrieve("q", top_k=2)
+    [span] = _named(_ours(spans), "retrieval")
+    assert ("odd", 2) == (
+        span.attributes["gen_ai.data_source.id"],
+        span.attributes["gen_ai.request.top_k"],
+    )
+    assert "corrective_rag.hits" not in span.attributes
+
+
+def test_a_one_leg_search_is_a_retrieval_span_naming_its_leg(spans, embedder):
+    """HybridStore.search (one leg, unfused) leaves a retrieval span with the leg and hit ids."""
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        hits = store.search("Io volcanoes", leg="bm25", top_k=2)
+    [span] = _named(_ours(spans), "retrieval")
+    assert "bm25" == span.attributes["corrective_rag.leg"]
+    assert [h.document.id for h in hits] == list(span.attributes["corrective_rag.hit_ids"])
+    assert "corrective_rag.lane" not in span.attributes
