@@ -277,8 +277,8 @@ def secrets_of_model(model: object) -> tuple[str, ...]:
 def check_call_allowed(name: str) -> None:
     """Raise before a framework call that the run's scope no longer allows.
 
-    A framework model's call cannot be cut off once started (it runs to the provider's own
-    timeout), so a cancelled or expired run must stop here, before the call.
+    A cancelled or expired run makes no call; one in flight is cut off by
+    :func:`corrective_rag.integrations.awaiting.await_in_scope`.
 
     Raises:
         Cancelled: the run was cancelled.
