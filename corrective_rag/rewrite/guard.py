@@ -1,6 +1,6 @@
 """The drift guard every rewriter passes its candidate through.
 
-A rewrite is rejected when it holds control characters (ESC, C1, bidirectional, NUL: what
+A rewrite is rejected when it holds control characters (ESC, C1, bidirectional: what
 :func:`corrective_rag.inputs.check_query` refuses in a question), repeats a query already tried
 (compared on normalised text and on content terms) or shares no content term with the original
 question: such a query cannot find anything new, or has drifted off the user's topic.
@@ -70,9 +70,11 @@ def check_rewrite(candidate: str, question: str, tried: Sequence[str]) -> str | 
         return "empty rewrite"
     if len(candidate) > MAX_QUERY_CHARS:
         return f"rewrite longer than {MAX_QUERY_CHARS} characters"
-    if control_at(candidate) is not None or surrogate_at(candidate) is not None:
-        # searched, sent to a web provider and shown: a query is plain text or nothing
-        return "rewrite holds control characters (NUL, ESC, C1, bidirectional) or lone surrogates"
+    unstorable = "\x00" in candidate or surrogate_at(candidate) is not None
+    if not unstorable and control_at(candidate) is not None:
+        # searched, sent to a web provider and shown: a query is plain text or nothing. NUL and
+        # lone surrogates are refused later by check_query, which records an escaped candidate.
+        return "rewrite holds control characters (ESC, C1, bidirectional)"
     if repeats(candidate, question, tried):
         return REPEATED
     terms = content_terms(candidate)
