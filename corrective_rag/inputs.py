@@ -4,10 +4,17 @@ Python strings can hold what no file, HTTP body or database can store: lone surr
 ``json.loads('"\\ud800"')`` or from command-line bytes that were not UTF-8, which Python decodes
 with ``surrogateescape``). Such text fails much later, deep inside chromadb, a tokenizer or the
 results writer, so it is refused where it enters, with an :class:`InputError` naming the thing.
+
+Query text (a question, a rewrite, a web query) is refused too when it holds control characters
+that only a terminal or a text renderer acts on: C0 controls but tab and line breaks (ESC starts
+terminal escapes: ``"\x1b[2J"`` clears the screen), DEL, C1 controls (``"\x9b"`` is a CSI too)
+and the bidirectional controls that make text read in another order than it is searched
+(``"\u202e"``, Trojan Source). No search needs them; a model that sends them is not searched.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Literal, TypeGuard, overload
 
@@ -17,6 +24,7 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "check_int",
     "check_query",
+    "control_at",
     "is_blank",
     "is_int",
     "is_number",
@@ -24,6 +32,18 @@ __all__ = [
 ]
 
 MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
+# C0 but tab, line feed, vertical tab, form feed, carriage return (whitespace a pasted question
+# may hold); DEL and C1; the bidirectional marks, embeddings, overrides and isolates.
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def control_at(text: str) -> int | None:
+    """Index of the first terminal or bidirectional control character in ``text``, or ``None``.
+
+    See the module docstring for the characters; tab and line breaks are not among them.
+    """
+    found = _CONTROLS.search(text)
+    return None if found is None else found.start()
 
 
 def surrogate_at(text: str) -> int | None:
@@ -70,7 +90,8 @@ def check_query(value: object, *, what: str = "question", max_bytes: int = MAX_Q
     """Return ``value`` if it is usable query text, else raise :class:`InputError`.
 
     Usable: a ``str`` (not bytes), not blank (see :func:`is_blank`), no NUL character, valid
-    Unicode (no lone surrogate), at most ``max_bytes`` bytes as UTF-8.
+    Unicode (no lone surrogate), no terminal or bidirectional control (:func:`control_at`), at
+    most ``max_bytes`` bytes as UTF-8.
     """
     if not isinstance(value, str):
         raise InputError(f"{what} must be a string, got {type(value).__name__}")
@@ -83,6 +104,12 @@ def check_query(value: object, *, what: str = "question", max_bytes: int = MAX_Q
         raise InputError(
             f"{what} is not valid Unicode text (lone surrogate at character {position}; "
             "was it read from bytes that are not UTF-8?)"
+        )
+    position = control_at(value)
+    if position is not None:
+        raise InputError(
+            f"{what} contains the control character U+{ord(value[position]):04X} at character "
+            f"{position} (terminal escapes, C1 and bidirectional controls are refused)"
         )
     if len(value.encode("utf-8")) > max_bytes:
         raise InputError(f"{what} longer than {max_bytes} bytes")

@@ -20,6 +20,7 @@ from typing import Any
 
 from corrective_rag.calls import scope
 from corrective_rag.errors import InputError, LLMError, LLMTimeoutError
+from corrective_rag.llm.reply import reported_tokens
 from corrective_rag.store.checks import FILTER_SCALARS, filter_scalar
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document, Hit, KeptDocument, Usage
@@ -228,30 +229,28 @@ def schema_rule(schema: Mapping[str, Any]) -> str:
 
 
 def reply_usage(
-    prompt_tokens: int | None,
-    completion_tokens: int | None,
+    prompt_tokens: object,
+    completion_tokens: object,
     seconds: float,
     messages: Sequence[Mapping[str, str]],
     text: str,
 ) -> Usage:
     """One call's usage: the tokens the framework reported, else counted (cl100k_base).
 
-    Counting keeps token budgets meaningful for providers that report nothing.
+    A count that is no int from 0 to :data:`~corrective_rag.llm.reply.MOST_TOKENS_PER_CALL` is
+    not reported. Counting keeps token budgets meaningful for providers that report nothing.
     """
-    if not _count_given(prompt_tokens) or not _count_given(completion_tokens):
+    prompt, completion = reported_tokens(prompt_tokens), reported_tokens(completion_tokens)
+    if prompt is None or completion is None:
         counter = _token_counter()
-        prompt_tokens = sum(counter.count(m.get("content", "")) for m in messages)
-        completion_tokens = counter.count(text)
+        prompt = sum(counter.count(m.get("content", "")) for m in messages)
+        completion = counter.count(text)
     return Usage(
         llm_calls=1,
-        prompt_tokens=int(prompt_tokens or 0),
-        completion_tokens=int(completion_tokens or 0),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
         latency_seconds=seconds,
     )
-
-
-def _count_given(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _token_counter() -> Any:
@@ -278,8 +277,8 @@ def secrets_of_model(model: object) -> tuple[str, ...]:
 def check_call_allowed(name: str) -> None:
     """Raise before a framework call that the run's scope no longer allows.
 
-    A framework model's call cannot be cut off once started (it runs to the provider's own
-    timeout), so a cancelled or expired run must stop here, before the call.
+    A cancelled or expired run makes no call; one in flight is cut off by
+    :func:`corrective_rag.integrations.awaiting.await_in_scope`.
 
     Raises:
         Cancelled: the run was cancelled.

@@ -43,9 +43,9 @@ from corrective_rag.errors import (
     InputError,
     StoreError,
 )
+from corrective_rag.integrations.awaiting import await_in_scope
 from corrective_rag.integrations.bridge import (
     call_failed,
-    check_call_allowed,
     document_id,
     flat_metadata,
     model_name,
@@ -253,8 +253,10 @@ class LangChainChatModel:
     own settings hold. Tokens are the model's ``usage_metadata`` where it reports them, else
     counted with cl100k_base; cost is not known (0).
 
-    A call in flight runs to the provider's own timeout: cancelling the run (Ctrl-C, a
-    ``Budget`` deadline) stops the calls not yet started.
+    The call is the model's ``ainvoke``, awaited under the run's deadline: cancelling the run
+    (Ctrl-C, ``asyncio.timeout`` around ``arun``, a ``Budget`` deadline) cancels a call in
+    flight and raises at once (:mod:`corrective_rag.integrations.awaiting` says what a model
+    with no async implementation of its own still spends).
 
     Args:
         model: the LangChain chat model, configured with the user's provider and key.
@@ -289,33 +291,36 @@ class LangChainChatModel:
 
         Raises:
             LLMError: the model raised (its message, keys masked; the cause is chained).
-            LLMTimeoutError: the run's deadline passed before the call.
-            Cancelled: the run was cancelled before the call.
+            LLMTimeoutError: the run's deadline passed before or during the call.
+            Cancelled: the run was cancelled before or during the call.
         """
-        check_call_allowed(self.model)
         model = self.chat
         if self.limits:
             model = with_limits(model, {"temperature": temperature, "max_tokens": max_tokens})
         msgs = [dict(m) for m in messages]
+
+        async def call() -> tuple[Any, str, list[dict[str, str]]]:
+            sent = msgs
+            if json_schema is not None and self.structured:
+                reply = await _structured(model, sent, json_schema)
+                if reply is not None:
+                    return (*reply, sent)
+            if json_schema is not None:
+                sent = [*sent, {"role": "system", "content": schema_rule(json_schema)}]
+            message = await model.ainvoke(convert_to_messages(sent))
+            return message, _text(message), sent
+
         started = time.perf_counter()
         try:
-            reply = None
-            if json_schema is not None and self.structured:
-                reply = _structured(model, msgs, json_schema)
-            if reply is None:
-                if json_schema is not None:
-                    msgs = [*msgs, {"role": "system", "content": schema_rule(json_schema)}]
-                message = model.invoke(convert_to_messages(msgs))
-                reply = (message, _text(message))
+            message, text, msgs = await_in_scope(self.model, call)
         except CorrectiveRAGError:
             raise
         except Exception as exc:
             raise call_failed(self.model, exc, self._secrets) from exc
-        message, text = reply
         return _chat_reply(message, text, msgs, time.perf_counter() - started, self.model)
 
 
-def _structured(
+async def _structured(
     model: BaseChatModel, msgs: list[dict[str, str]], schema: Mapping[str, Any]
 ) -> tuple[Any, str] | None:
     """The model's structured reply as (message, JSON text); None: it has no structured output."""
@@ -323,7 +328,7 @@ def _structured(
         runnable = model.with_structured_output(dict(schema), include_raw=True)
     except NotImplementedError:
         return None
-    out = runnable.invoke(convert_to_messages(msgs))
+    out = await runnable.ainvoke(convert_to_messages(msgs))
     raw = out.get("raw") if isinstance(out, Mapping) else None
     parsed = out.get("parsed") if isinstance(out, Mapping) else None
     if isinstance(parsed, Mapping):

@@ -34,7 +34,7 @@ try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
     from llama_index.core.indices.base import BaseIndex
-    from llama_index.core.llms import LLM
+    from llama_index.core.llms import LLM, CustomLLM
     from llama_index.core.llms.function_calling import FunctionCallingLLM
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
     from llama_index.core.tools import FunctionTool, ToolMetadata
@@ -57,10 +57,10 @@ from corrective_rag.errors import (
     InputError,
     StoreError,
 )
+from corrective_rag.integrations.awaiting import await_in_scope
 from corrective_rag.integrations.bridge import (
     VERDICT_KEYS,
     call_failed,
-    check_call_allowed,
     document_id,
     flat_metadata,
     model_name,
@@ -337,7 +337,10 @@ class LlamaIndexChatModel:
     and our lenient parser reads the reply. ``temperature`` and ``max_tokens`` are set on a copy
     of the LLM where it has fields of those names. Tokens are what the LLM reports
     (``additional_kwargs`` or the raw reply's ``usage``), else counted with cl100k_base; cost is
-    not known (0). A call in flight runs to the LLM's own timeout.
+    not known (0). The call is the LLM's ``achat`` (``achat_with_tools``), awaited under the
+    run's deadline and cancelled with the run; a ``CustomLLM``, whose async call is its sync
+    one, is called in a thread that runs on to the LLM's own timeout
+    (:mod:`corrective_rag.integrations.awaiting`).
 
     Args:
         llm: the LlamaIndex LLM, configured with the user's provider and key.
@@ -371,23 +374,29 @@ class LlamaIndexChatModel:
 
         Raises:
             LLMError: the LLM raised (its message, keys masked; the cause is chained).
-            LLMTimeoutError: the run's deadline passed before the call.
-            Cancelled: the run was cancelled before the call.
+            LLMTimeoutError: the run's deadline passed before or during the call.
+            Cancelled: the run was cancelled before or during the call.
         """
-        check_call_allowed(self.model)
         llm = self.llm
         if self.limits:
             llm = with_limits(llm, {"temperature": temperature, "max_tokens": max_tokens})
         msgs = [dict(m) for m in messages]
+        if json_schema is not None and not (self.structured and _calls_functions(llm)):
+            msgs = [*msgs, {"role": "system", "content": schema_rule(json_schema)}]
+        chat_messages = _chat_messages(msgs)
+
+        async def call() -> tuple[ChatResponse, str]:
+            if json_schema is not None and self.structured and _calls_functions(llm):
+                return await _tool_reply(llm, chat_messages, json_schema)
+            if _async_is_sync(llm):  # CustomLLM's achat calls chat: keep it off the loop
+                response = await asyncio.to_thread(llm.chat, chat_messages)
+            else:
+                response = await llm.achat(chat_messages)
+            return response, response.message.content or ""
+
         started = time.perf_counter()
         try:
-            if json_schema is not None and self.structured and _calls_functions(llm):
-                response, text = _tool_reply(llm, _chat_messages(msgs), json_schema)
-            else:
-                if json_schema is not None:
-                    msgs = [*msgs, {"role": "system", "content": schema_rule(json_schema)}]
-                response = llm.chat(_chat_messages(msgs))
-                text = response.message.content or ""
+            response, text = await_in_scope(self.model, call)
         except CorrectiveRAGError:
             raise
         except Exception as exc:
@@ -418,7 +427,12 @@ def _calls_functions(llm: LLM) -> TypeGuard[FunctionCallingLLM]:
     return isinstance(llm, FunctionCallingLLM) and bool(llm.metadata.is_function_calling_model)
 
 
-def _tool_reply(
+def _async_is_sync(llm: LLM) -> bool:
+    """True when the LLM's ``achat`` is ``CustomLLM``'s, which runs ``chat`` on the loop."""
+    return getattr(type(llm), "achat", None) is CustomLLM.achat
+
+
+async def _tool_reply(
     llm: FunctionCallingLLM, messages: list[ChatMessage], schema: Mapping[str, Any]
 ) -> tuple[ChatResponse, str]:
     name = str(schema.get("title") or "reply")
@@ -426,7 +440,12 @@ def _tool_reply(
         description=f"Give the {name} reply.", name=name, fn_schema=None, schema=dict(schema)
     )
     tool = FunctionTool(fn=lambda **kwargs: kwargs, metadata=metadata)
-    response = llm.chat_with_tools([tool], chat_history=messages, tool_required=True)
+    if _async_is_sync(llm):
+        response = await asyncio.to_thread(
+            llm.chat_with_tools, [tool], chat_history=messages, tool_required=True
+        )
+    else:
+        response = await llm.achat_with_tools([tool], chat_history=messages, tool_required=True)
     calls = llm.get_tool_calls_from_response(response, error_on_no_tool_call=False)
     if calls:
         return response, json.dumps(calls[0].tool_kwargs, ensure_ascii=False)

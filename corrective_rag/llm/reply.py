@@ -15,9 +15,14 @@ from corrective_rag.llm.settings import Pricing
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.types import ChatReply, Usage
 
-__all__ = ["read_reply"]
+__all__ = ["MOST_TOKENS_PER_CALL", "read_reply", "reported_tokens"]
 
 _PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
+# No call reads or writes more tokens than its model's context window holds, and the largest on
+# offer is 10 million (Llama 4 Scout); ten times that leaves room for any real reply while a
+# count past it (10**20, a 400-digit integer that overflows the cost's float) is a server's
+# nonsense, read as "not reported" and counted instead.
+MOST_TOKENS_PER_CALL = 100_000_000
 
 
 def read_reply(
@@ -71,8 +76,16 @@ def read_reply(
     )
 
 
+def reported_tokens(value: object) -> int | None:
+    """A token count as a server or framework reported it, or None where it is no count.
+
+    Counts are ints from 0 to :data:`MOST_TOKENS_PER_CALL`; anything else (a bool, a float, a
+    string, a negative or absurdly large number) is treated as not reported.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= MOST_TOKENS_PER_CALL else None
+    return None
+
+
 def _int_or_none(usage: Any, key: str) -> int | None:
-    if not isinstance(usage, dict):
-        return None
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return reported_tokens(usage.get(key)) if isinstance(usage, dict) else None

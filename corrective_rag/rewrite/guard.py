@@ -1,11 +1,13 @@
 """The drift guard every rewriter passes its candidate through.
 
-A rewrite is rejected when it repeats a query already tried (compared on normalised text and on
-content terms) or shares no content term with the original question: such a query cannot find
-anything new, or has drifted off the user's topic. :func:`is_copied_sentence` tells a proposal
-that is a sentence copied from a document (a small model's habit: it states the answer instead of
-searching for what is missing), and :func:`pads_the_question` one that is the question plus a
-word; a caller can treat either as a poor search.
+A rewrite is rejected when it holds control characters (ESC, C1, bidirectional: what
+:func:`corrective_rag.inputs.check_query` refuses in a question), repeats a query already tried
+(compared on normalised text and on content terms) or shares no content term with the original
+question: such a query cannot find anything new, or has drifted off the user's topic.
+:func:`is_copied_sentence` tells a proposal that is a sentence copied from a document (a small
+model's habit: it states the answer instead of searching for what is missing), and
+:func:`pads_the_question` one that is the question plus a word; a caller can treat either as a
+poor search.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from corrective_rag.inputs import control_at, surrogate_at
 from corrective_rag.text import content_terms
 
 __all__ = [
@@ -67,6 +70,11 @@ def check_rewrite(candidate: str, question: str, tried: Sequence[str]) -> str | 
         return "empty rewrite"
     if len(candidate) > MAX_QUERY_CHARS:
         return f"rewrite longer than {MAX_QUERY_CHARS} characters"
+    unstorable = "\x00" in candidate or surrogate_at(candidate) is not None
+    if not unstorable and control_at(candidate) is not None:
+        # searched, sent to a web provider and shown: a query is plain text or nothing. NUL and
+        # lone surrogates are refused later by check_query, which records an escaped candidate.
+        return "rewrite holds control characters (ESC, C1, bidirectional)"
     if repeats(candidate, question, tried):
         return REPEATED
     terms = content_terms(candidate)

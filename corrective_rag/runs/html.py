@@ -12,6 +12,14 @@ model replies) has the secrets given masked and control characters escaped
 (:func:`~corrective_rag.text.display.printable`), then is HTML-escaped; the page loads nothing
 (no network, no CDN) and its Content-Security-Policy lets only its own inline script run (named
 by hash), so a document holding ``<script>`` or ``<img onerror>`` shows as text and cannot run.
+
+Bounded for any results file, however large or crafted: a page of at most about 5 MB. Every
+text field is cut (a reasoning, a ``missing`` list, an error, a query: ``FIELD_CHARS``; a kept
+document or an answer: ``TEXT_CHARS``; a diff: ``DIFF_CHARS``) with its full length shown; the
+table lists the first ``MAX_ROWS`` questions; timelines are added while their share of the page
+(``RUNS_BYTES``, and ``RUN_BYTES`` per question) lasts, each iteration's judged table holds at
+most ``MAX_VERDICT_ROWS`` documents, and what is left out is said, with the command that shows
+it. The batch summary always counts every question.
 """
 
 from __future__ import annotations
@@ -40,11 +48,26 @@ Qrels = Mapping[str, Mapping[str, int]]  # query id -> document id -> grade (> 0
 
 MAX_QRELS_BYTES = 512 * 1024 * 1024  # a qrels file larger than this is not a qrels file
 TEXT_CHARS = 2000  # of a kept document shown in the page (the results file holds all of it)
+# What keeps the page a few MB (a browser opens it at once; 218 MB took 93 s to write):
+FIELD_CHARS = 500  # of any other text: a reasoning (asked for in 12 words), an error, a query
+CELL_CHARS = 200  # of a question or id in the table
+DIFF_CHARS = 20_000  # of a diff with another run
+MAX_ROWS = 1000  # questions in the table (about 1 KB each)
+MAX_VERDICT_ROWS = 50  # judged documents listed per iteration
+MAX_KEPT = 50  # kept documents shown per question
+MAX_BARS = 30  # stop reasons and error types drawn
+RUNS_BYTES = 3_000_000  # the timelines together
+RUN_BYTES = 300_000  # one question's timeline
 
 
-def _t(value: object) -> str:
-    """Any value as page text: control characters escaped, then HTML-escaped (quotes too)."""
-    return html.escape(printable(str(value), keep_newlines=True), quote=True)
+def _cut(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters; a longer one says how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]} … ({len(text):,} characters)"
+
+
+def _t(value: object, limit: int = FIELD_CHARS) -> str:
+    """Any value as page text: cut, control characters escaped, HTML-escaped (quotes too)."""
+    return html.escape(printable(_cut(str(value), limit), keep_newlines=True), quote=True)
 
 
 def _num(value: float | None, spec: str = ".2f") -> str:
@@ -137,11 +160,18 @@ def _summary(summary: BatchSummary, shares: Sequence[float]) -> str:
         reasons[f"error: {kind}"] = n
     top = max(reasons.values(), default=0)
     out.append('<h2>Why runs stopped</h2><div class="bars" id="stops">')
-    for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+    ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    for reason, n in ordered[:MAX_BARS]:
         width = 100.0 * n / top if top else 0.0
         out.append(
             f'<div class="bar"><span>{_t(reason)}</span>'
             f'<i style="width:{width:.1f}%"></i><span>{n}</span></div>'
+        )
+    if len(ordered) > MAX_BARS:
+        rest = sum(n for _, n in ordered[MAX_BARS:])
+        out.append(
+            f'<span class="muted">{len(ordered) - MAX_BARS} more reasons and error types, '
+            f"{rest} runs</span>"
         )
     if not reasons:
         out.append('<span class="muted">no runs</span>')
@@ -182,20 +212,23 @@ def _cell(value: object, shown: str, numeric: bool) -> str:
     return f'<td{cls} data-v="{_t(value)}">{shown}</td>'
 
 
-def _table(rows: Sequence[tuple[int, ResultRecord, float | None]], with_found: bool) -> str:
+def _table(
+    rows: Sequence[tuple[int, ResultRecord, float | None]], with_found: bool, shown: set[int]
+) -> str:
     columns = [c for c in _COLUMNS if with_found or c[0] != "found"]
     head = "".join(
         f'<th data-key="{key}"{" class=num" if num else ""}>{_t(title)}</th>'
         for key, title, num in columns
     )
     out = [f'<table id="runs"><thead><tr>{head}</tr></thead><tbody>']
-    for n, rec, share in rows:
+    for n, rec, share in rows[:MAX_ROWS]:
         res = rec.result
-        link = f'<a href="#q-{n}">{_t(rec.id)}</a>'
+        ident = _t(rec.id, CELL_CHARS)
+        link = f'<a href="#q-{n}">{ident}</a>' if n in shown else ident
         cells = {
             "n": _cell(n, str(n), True),
-            "id": _cell(rec.id, link, False),
-            "question": _cell(rec.query, _t(rec.query), False),
+            "id": _cell(_cut(rec.id, CELL_CHARS), link, False),
+            "question": _cell(_cut(rec.query, CELL_CHARS), _t(rec.query, CELL_CHARS), False),
             "found": _cell(-1 if share is None else share, _num(share, ".0%"), True),
             "seconds": _cell(rec.seconds, f"{rec.seconds:.2f}", True),
         }
@@ -216,6 +249,12 @@ def _table(rows: Sequence[tuple[int, ResultRecord, float | None]], with_found: b
         row = "".join(cells[key] for key, _, _ in columns)
         out.append(f'<tr data-i="{n}"{css}>{row}</tr>')
     out.append("</tbody></table>")
+    if len(rows) > MAX_ROWS:
+        out.append(
+            f'<p class="muted" id="rows-left-out">{len(rows) - MAX_ROWS} more questions are '
+            "counted in the summary but not listed: `corrective-rag history list RESULTS` lists "
+            "them all.</p>"
+        )
     return "\n".join(out)
 
 
@@ -274,7 +313,7 @@ def _iteration(result: RunResult, rec: IterationRecord) -> str:
             '<th>decision</th><th>label</th><th class="num">score</th>'
             '<th class="num">conf.</th><th>reason</th></tr></thead><tbody>'
         )
-        for v in rec.verdicts:
+        for v in rec.verdicts[:MAX_VERDICT_ROWS]:
             decision = (
                 "kept" if v.document_id in kept else "dropped" if v.document_id in dropped else ""
             )
@@ -285,6 +324,11 @@ def _iteration(result: RunResult, rec: IterationRecord) -> str:
                 f'<td class="{decision}">{decision}</td>{_verdict_cells(v)}</tr>'
             )
         out.append("</tbody></table>")
+        if len(rec.verdicts) > MAX_VERDICT_ROWS:
+            out.append(
+                f'<div class="muted">{len(rec.verdicts) - MAX_VERDICT_ROWS} more judged '
+                "documents not listed</div>"
+            )
     rw = rec.rewrite
     if rw is not None:
         if rw.query is not None:
@@ -327,25 +371,31 @@ def _run(
         f"{total.total_tokens} tokens, ${total.cost_usd:.4f}, {res.seconds:.2f} s</p>"
     )
     out.append('<ol class="timeline">')
-    out += [_iteration(res, it) for it in res.history]
+    size = 0
+    for number, it in enumerate(res.history):
+        if size > RUN_BYTES:
+            left = len(res.history) - number
+            out.append(f'<li class="muted">{left} more iterations not shown</li>')
+            break
+        out.append(_iteration(res, it))
+        size += len(out[-1])
     out.append(
         f'<li class="stop"><b>stopped: {_t(res.stop_reason.value)}</b> '
         f'<span class="muted">{_t(res.stop_detail)}</span></li></ol>'
     )
     if res.kept:
         out.append("<h3>Kept documents</h3>")
-        for k in res.kept:
-            text = k.document.text
-            cut = len(text) > TEXT_CHARS
-            shown = text[:TEXT_CHARS] + (" …" if cut else "")
+        for k in res.kept[:MAX_KEPT]:
             out.append(
                 f'<div><b>{_t(k.document.id)}</b> <span class="muted">iteration {k.iteration}, '
                 f"rank {k.rank}, score {_num(k.verdict.score)}</span>"
-                f'<div class="text">{_t(shown)}</div></div>'
+                f'<div class="text">{_t(k.document.text, TEXT_CHARS)}</div></div>'
             )
+        if len(res.kept) > MAX_KEPT:
+            out.append(f'<div class="muted">{len(res.kept) - MAX_KEPT} more kept documents</div>')
     if res.answer is not None:
         cited = ", ".join(res.answer.cited_ids)
-        out.append(f'<h3>Answer</h3><div class="text">{_t(res.answer.text)}</div>')
+        out.append(f'<h3>Answer</h3><div class="text">{_t(res.answer.text, TEXT_CHARS)}</div>')
         if cited:
             out.append(f'<div class="muted">cites {_t(cited)}</div>')
     for label, other in earlier:
@@ -357,9 +407,12 @@ def _run(
 def _diff_block(text: str) -> str:
     styles = {"+": "add", "-": "del", "~": "chg"}
     lines = []
-    for line in text.splitlines():
+    cut = len(text) > DIFF_CHARS
+    for line in _cut(text, DIFF_CHARS).splitlines():
         css = styles.get(line[:1]) if not line.startswith(("---", "+++")) else None
         lines.append(f'<span class="{css}">{_t(line)}</span>' if css else _t(line))
+    if cut:
+        lines.append("(the diff goes on: `corrective-rag history diff` shows it whole)")
     return '<pre class="diff">' + "\n".join(lines) + "</pre>"
 
 
@@ -407,8 +460,17 @@ def render_html(
         f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
         "img-src 'none'; base-uri 'none'; form-action 'none'"
     )
-    runs = []
+    runs: list[str] = []
+    shown: set[int] = set()
+    size = 0
     for n, rec, share in rows:
+        if size > RUNS_BYTES:
+            runs.append(
+                f'<p class="muted" id="runs-left-out">The timelines of {len(rows) - len(shown)} '
+                "more questions are not in this page (it is kept to a few MB): "
+                "`corrective-rag history show RESULTS ID` shows any one of them.</p>"
+            )
+            break
         earlier = []
         if rec.result is not None:
             earlier = [
@@ -419,6 +481,8 @@ def render_html(
             if rec.query in outside:
                 earlier.append(outside[rec.query])
         runs.append(_run(n, rec, share, earlier))
+        shown.add(n)
+        size += len(runs[-1])
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -431,7 +495,7 @@ def render_html(
         "<h2>Batch</h2>",
         _summary(summary, shares),
         "<h2>Questions</h2>",
-        _table(rows, qrels is not None),
+        _table(rows, qrels is not None, shown),
         "<h2>Runs</h2>",
         *runs,
         f"</main><script>{SCRIPT}</script></body></html>",

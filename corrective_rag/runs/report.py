@@ -53,6 +53,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 FULL_REWRITE_WIDTH = 300  # a rewrite and its rationale on one line, cut only when pathological
+QUESTION_CHARS = 1000  # of the question above a run's table; a longer one says its length
 
 
 def render_run(result: RunResult) -> str:
@@ -70,7 +71,10 @@ def render_run(result: RunResult) -> str:
         for index, cell in cells
         if cut(cell, TABLE_CELL_WIDTH) != cut(cell, len(cell) + 1)
     ]
-    lines = [f"question: {printable(result.question)}", render_table(result)]
+    question = result.question
+    if len(question) > QUESTION_CHARS:
+        question = f"{question[:QUESTION_CHARS]} … ({len(question):,} characters)"
+    lines = [f"question: {printable(question)}", render_table(result)]
     if rewrites:
         lines += ["rewrites:", *rewrites]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from corrective_rag.runs.results import ResultRecord
+from corrective_rag.text.display import cut
 from corrective_rag.types import RunResult, Usage
 
 __all__ = ["PHASES", "BatchSummary", "mean", "summarize"]
@@ -144,7 +145,7 @@ class BatchSummary:
             return "-" if math.isnan(x) else format(x, spec)
 
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.stop_reasons.items())) or "-"
-        errors = ", ".join(f"{k} {v}" for k, v in sorted(self.error_types.items())) or "-"
+        errors = _counts(self.error_types) or "-"
         lines = [
             f"queries      {self.queries}  ok {self.ok}  failed {self.failures}  "
             f"skipped {self.skipped}  missing {self.missing}"
@@ -167,6 +168,19 @@ class BatchSummary:
         if self.wall_seconds:
             lines.append(f"wall         {self.wall_seconds:.1f} s")
         return "\n".join(lines)
+
+
+SHOWN_TYPES = 10  # error types named in the text summary; a crafted file may hold thousands
+TYPE_CHARS = 80  # of one error type's name there
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    """The most frequent ``SHOWN_TYPES`` entries as ``name count``, and how many more."""
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = [f"{cut(k, TYPE_CHARS)} {v}" for k, v in ordered[:SHOWN_TYPES]]
+    if len(ordered) > SHOWN_TYPES:
+        shown.append(f"and {len(ordered) - SHOWN_TYPES} more")
+    return ", ".join(shown)
 
 
 def summarize(

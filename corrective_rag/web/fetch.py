@@ -14,7 +14,8 @@ pages and splits their text the way local files are split
   (HTML, XHTML or plain text only); the text is cleaned (no NUL, control or invisible format
   characters) and the caller's secrets are masked before it is chunked;
 - one connection per host at a time (different hosts in parallel), a User-Agent naming the
-  package; a page is fetched once per URL, its outcome remembered for ``remember_seconds``.
+  package; a page is fetched once per URL, its outcome remembered for ``remember_seconds``
+  (only the page's own: a page that one call's deadline cut off is fetched again by the next).
 
 HTML becomes text through ``trafilatura`` (main-content extraction, dropping menus and footers),
 installed with the ``web`` extra: ``pip install 'corrective_rag[web]'``. A page that cannot be
@@ -51,7 +52,7 @@ from corrective_rag.web.results import (
     result_metadata,
     usable_url,
 )
-from corrective_rag.web.transfer import Transfer, bounded, end_of
+from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 
 __all__ = ["HTML_TYPES", "TEXT_TYPES", "PageFetcher", "html_to_text"]
 
@@ -213,8 +214,9 @@ class PageFetcher:
             if ends - time.monotonic() <= 0:
                 log.info("page_skipped", url=where, reason="fetch deadline passed")
                 return None
-            text = self._text(result.url, ends)
-            self._memo.put(key, text)  # unusable pages too: one try per page
+            text, own = self._text(result.url, ends)
+            if own:  # unusable pages too, one try per page; never one this call's time cut off
+                self._memo.put(key, text)
         if text is None:
             return None
         text = redact(text, secrets)
@@ -228,30 +230,43 @@ class PageFetcher:
             overlap=self.overlap,
         )
 
-    def _text(self, url: str, ends: float) -> str | None:
-        """The page's clean text, or None (logged) where it cannot be used.
+    def _text(self, url: str, ends: float) -> tuple[str | None, bool]:
+        """The page's text or None (logged), and whether that outcome is the page's own.
+
+        Only the page's own outcome is remembered. Not the page's own: a transfer this call's
+        deadline ended (a later call with more time may get the page), and a timeout while the
+        call had less time left than the page's own timeouts allow (the call's deadline may
+        have been the limit).
 
         Raises only Cancelled and ConfigError: one bad page must not cost the others.
         """
         where = shown_url(url)
+        page_time = self.timeouts.connect + self.timeouts.read
+        had = ends - time.monotonic()
         try:
             got = bounded(lambda transfer: self._download(transfer, url, ends), ends, where)
             if got is None:
-                return None
+                return None, True
             body, kind = got
             text = self._extract(body, kind)
         except (Cancelled, ConfigError):
             raise
+        except TransferTimeout as exc:
+            log.info("page_skipped", url=where, reason=f"{type(exc).__name__}: {exc}")
+            return None, False
+        except requests.Timeout as exc:
+            log.info("page_skipped", url=where, reason=f"{type(exc).__name__}: {exc}")
+            return None, had > page_time
         except (requests.RequestException, CorrectiveRAGError) as exc:
             log.info("page_skipped", url=where, reason=f"{type(exc).__name__}: {exc}")
-            return None
+            return None, True
         except Exception as exc:  # an extractor failing on hostile HTML: that page only
             log.warning("page_skipped", url=where, reason=f"{type(exc).__name__}: {exc}")
-            return None
+            return None, True
         text = clean(text).strip() if text else None
         if not text:
             log.info("page_skipped", url=where, reason="no text extracted")
-        return text or None
+        return text or None, True
 
     def _download(
         self, transfer: Transfer[tuple[bytes, str] | None], url: str, ends: float

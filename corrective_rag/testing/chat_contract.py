@@ -1,0 +1,206 @@
+"""The :class:`~corrective_rag.protocols.ChatModel` contract, written once, for any chat model.
+
+Every chat model the loop calls (the package's ``OpenAIChatClient``, the LangChain and
+LlamaIndex adapters, your own) must hold the same promises, each checked here against a
+:class:`~corrective_rag.testing.server.ScriptedLLMServer` on 127.0.0.1:
+
+- the reply's text comes back as the server sent it, and a ``json_schema`` call returns JSON;
+- usage: one call, the tokens the server reported; absurd counts (a 400-digit integer) are
+  "not reported", never a crash;
+- errors: a server's 401 is an :class:`~corrective_rag.errors.LLMError` that does not hold the
+  API key the server echoed;
+- deadline: a call in flight ends with :class:`~corrective_rag.errors.LLMTimeoutError` when the
+  call scope's deadline passes, before the server answers;
+- cancel: a call in flight ends with :class:`~corrective_rag.errors.Cancelled` when the call
+  scope is cancelled, before the server answers; a cancelled scope makes no call at all.
+
+In pytest, subclass :class:`ChatModelContract` in a class named ``Test...`` and say how to
+build your model for a server (the manner of Haystack's ``FilterDocumentsTest``)::
+
+    class TestMyModel(ChatModelContract):
+        def make_model(self, base_url: str, api_key: str) -> ChatModel:
+            return MyModel(base_url=base_url, api_key=api_key)
+
+or, without pytest, ``check_chat_model(make_model)`` runs every check and raises
+``AssertionError`` naming those that failed. Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from corrective_rag.calls.scope import call_scope
+from corrective_rag.errors import Cancelled, LLMError, LLMTimeoutError
+from corrective_rag.protocols import ChatModel
+from corrective_rag.testing.faults import Fault
+from corrective_rag.testing.hostile_content import absurd_usage
+from corrective_rag.testing.server import ScriptedLLMServer
+
+__all__ = ["ChatModelContract", "check_chat_model"]
+
+MakeModel = Callable[[str, str], ChatModel]
+
+HELLO = [{"role": "user", "content": "say hello"}]
+REPLY = "hello there"
+SCHEMA = {
+    "title": "answer",
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "sure": {"type": "boolean"}},
+    "required": ["answer", "sure"],
+}
+ANSWER = {"answer": "Ganymede", "sure": True}
+KEY = "sk-contract-5e1f0a9c7b3d"
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class ChatModelContract:
+    """Checks any :class:`~corrective_rag.protocols.ChatModel` must pass (module docstring).
+
+    Attributes:
+        hold_seconds: how long the server holds a call that a deadline or cancel must end; a
+            model that ignores them returns a reply after this long, and the check fails.
+        deadline_seconds: the call scope's deadline in the deadline check.
+    """
+
+    hold_seconds = 20.0
+    deadline_seconds = 0.5
+
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        """Your chat model for the OpenAI-compatible server at ``base_url``, with ``api_key``.
+
+        A 401 must not be retried; keep the model's own retries few.
+        """
+        raise NotImplementedError("subclass ChatModelContract and define make_model")
+
+    def _server(self, **kwargs: Any) -> ScriptedLLMServer:
+        kwargs.setdefault("reply", lambda request: REPLY)
+        return ScriptedLLMServer(count_tokens=_words, **kwargs)
+
+    # -- replies ---------------------------------------------------------------------------
+
+    def test_the_reply_text_comes_back(self) -> None:
+        """The assistant's text is the reply's text."""
+        with self._server() as server:
+            reply = self.make_model(server.base_url, KEY).complete(HELLO)
+        assert REPLY == reply.text, f"reply text {reply.text!r}"
+
+    def test_a_json_schema_call_returns_json(self) -> None:
+        """With a json_schema, the reply's text is the JSON object the server gave."""
+        with self._server(reply=lambda request: json.dumps(ANSWER)) as server:
+            reply = self.make_model(server.base_url, KEY).complete(HELLO, json_schema=SCHEMA)
+        assert ANSWER == json.loads(reply.text), f"JSON reply {reply.text!r}"
+
+    # -- usage -----------------------------------------------------------------------------
+
+    def test_reported_usage_is_the_calls_usage(self) -> None:
+        """One call, with the prompt and completion tokens the server reported."""
+        with self._server() as server:
+            usage = self.make_model(server.base_url, KEY).complete(HELLO).usage
+        got = (usage.llm_calls, usage.prompt_tokens, usage.completion_tokens)
+        assert (1, _words(HELLO[0]["content"]), _words(REPLY)) == got, f"usage {usage}"
+
+    def test_absurd_usage_is_not_reported(self) -> None:
+        """A 400-digit token count is not the call's usage, and no crash."""
+        with self._server() as server:
+            server.enqueue(absurd_usage(10**400, REPLY))
+            reply = self.make_model(server.base_url, KEY).complete(HELLO)
+        assert REPLY == reply.text
+        assert reply.usage.total_tokens < 1_000_000, f"usage {reply.usage}"
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def test_a_server_error_is_an_llm_error_without_the_key(self) -> None:
+        """A 401 echoing the request's key is an LLMError whose message hides the key."""
+        echo = '{"error": {"message": "bad key: {authorization}"}}'
+        with self._server(faults=lambda request, n: Fault.error(401, echo)) as server:
+            model = self.make_model(server.base_url, KEY)
+            try:
+                model.complete(HELLO)
+            except LLMError as exc:
+                assert KEY not in str(exc), f"the key is in the error: {exc}"
+            else:
+                raise AssertionError("a 401 did not raise LLMError")
+
+    # -- deadline and cancel ---------------------------------------------------------------
+
+    def test_the_scopes_deadline_ends_a_call_in_flight(self) -> None:
+        """Past the call scope's deadline a held call raises LLMTimeoutError, not a reply."""
+        hold = Fault.hang(self.hold_seconds)
+        with self._server(faults=lambda request, n: hold) as server:
+            model = self.make_model(server.base_url, KEY)
+            try:
+                with call_scope(seconds=self.deadline_seconds):
+                    reply = model.complete(HELLO)
+            except LLMTimeoutError:
+                return
+            raise AssertionError(f"no LLMTimeoutError at the deadline; got {reply.text!r}")
+
+    def test_cancelling_the_scope_ends_a_call_in_flight(self) -> None:
+        """Once the scope's event is set, a held call raises Cancelled, not a reply."""
+        stop = threading.Event()
+        outcome: list[object] = []
+        hold = Fault.hang(self.hold_seconds)
+        with self._server(faults=lambda request, n: hold) as server:
+            model = self.make_model(server.base_url, KEY)
+
+            def call() -> None:
+                with call_scope(cancel=stop):
+                    try:
+                        outcome.append(model.complete(HELLO))
+                    except BaseException as exc:  # the outcome is what is checked
+                        outcome.append(exc)
+
+            thread = threading.Thread(target=call, daemon=True)
+            thread.start()
+            arrived = server.wait_for_requests(1, timeout=self.hold_seconds)
+            stop.set()
+            thread.join(timeout=self.hold_seconds * 2)
+        assert arrived, "the model sent no request"
+        assert outcome and isinstance(outcome[0], Cancelled), f"outcome {outcome!r}"
+
+    def test_a_cancelled_scope_makes_no_call(self) -> None:
+        """Inside a scope already cancelled, the call raises Cancelled and sends nothing."""
+        with self._server() as server:
+            model = self.make_model(server.base_url, KEY)
+            try:
+                with call_scope() as own:
+                    own.set()
+                    model.complete(HELLO)
+            except Cancelled:
+                pass
+            else:
+                raise AssertionError("a cancelled scope did not raise Cancelled")
+            assert 0 == server.request_count, f"{server.request_count} requests sent"
+
+
+def check_chat_model(make_model: MakeModel, *, hold_seconds: float = 20.0) -> None:
+    """Run every check of :class:`ChatModelContract` on the model ``make_model`` builds.
+
+    Args:
+        make_model: ``(base_url, api_key) -> ChatModel``.
+        hold_seconds: see :attr:`ChatModelContract.hold_seconds`.
+
+    Raises:
+        AssertionError: naming every check that failed, and why.
+    """
+
+    class _Contract(ChatModelContract):
+        def make_model(self, base_url: str, api_key: str) -> ChatModel:
+            return make_model(base_url, api_key)
+
+    contract = _Contract()
+    contract.hold_seconds = hold_seconds
+    failed: list[str] = []
+    for name in sorted(n for n in dir(ChatModelContract) if n.startswith("test_")):
+        try:
+            getattr(contract, name)()
+        except Exception as exc:  # every failure is collected, whatever raised it
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    if failed:
+        raise AssertionError("the chat model breaks its contract:\n" + "\n".join(failed))

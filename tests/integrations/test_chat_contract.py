@@ -1,0 +1,98 @@
+"""The chat-model contract (corrective_rag.testing.chat_contract) holds for the package's client
+and both framework adapters, and a chat model that ignores it fails it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+import requests
+from http_models import HTTPLLM, HTTPChatModel, PlainHTTPChatModel, ToolHTTPLLM
+
+from corrective_rag.integrations.langchain import LangChainChatModel
+from corrective_rag.integrations.llamaindex import LlamaIndexChatModel
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.llm.settings import Retries
+from corrective_rag.protocols import ChatModel
+from corrective_rag.testing.chat_contract import ChatModelContract, check_chat_model
+from corrective_rag.types import ChatReply, Usage
+
+
+class TestOpenAIChatClient(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return OpenAIChatClient(base_url, "scripted", api_key=api_key)
+
+
+class TestLangChainChatModel(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return LangChainChatModel(HTTPChatModel(base_url=base_url, api_key=api_key))
+
+
+class TestLangChainChatModelWithoutStructuredOutput(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return LangChainChatModel(PlainHTTPChatModel(base_url=base_url, api_key=api_key))
+
+
+class TestLlamaIndexChatModel(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return LlamaIndexChatModel(HTTPLLM(base_url=base_url, api_key=api_key))
+
+
+class TestLlamaIndexFunctionCallingChatModel(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return LlamaIndexChatModel(ToolHTTPLLM(base_url=base_url, api_key=api_key))
+
+
+class DeafChatModel:
+    """What the contract is there to catch: a plain HTTP call that reads no call scope, trusts
+    the server's usage and lets its own exception out with the server's words."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.base_url, self.api_key = base_url, api_key
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        response = requests.post(
+            f"{self.base_url}/chat/completions",
+            json={"model": "scripted", "messages": list(messages)},
+            headers={"Authorization": f"Bearer {self.api_key}"},
+            timeout=60,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(response.text)
+        body = json.loads(response.text)
+        usage = body.get("usage") or {}
+        return ChatReply(
+            text=body["choices"][0]["message"]["content"],
+            usage=Usage(1, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+        )
+
+
+def test_a_chat_model_that_ignores_the_contract_fails_it():
+    """The deaf model passes the reply checks and fails each of usage, errors, deadline and
+    cancel: the suite can fail."""
+    with pytest.raises(AssertionError) as failure:
+        check_chat_model(DeafChatModel, hold_seconds=2.0)
+    failed = set(re.findall(r"^(test_\w+):", str(failure.value), re.MULTILINE))
+    assert {
+        "test_absurd_usage_is_not_reported",
+        "test_a_server_error_is_an_llm_error_without_the_key",
+        "test_the_scopes_deadline_ends_a_call_in_flight",
+        "test_cancelling_the_scope_ends_a_call_in_flight",
+        "test_a_cancelled_scope_makes_no_call",
+    } == failed
+
+
+def test_the_package_client_passes_as_a_function_call():
+    """check_chat_model, the suite without pytest, passes the package's own client."""
+    retries = Retries(max_retries=0)
+    check_chat_model(lambda url, key: OpenAIChatClient(url, "s", api_key=key, retries=retries))
