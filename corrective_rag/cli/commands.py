@@ -27,6 +27,7 @@ __all__ = [
     "cmd_history_show",
     "cmd_history_stats",
     "cmd_index",
+    "cmd_judge_check",
     "cmd_run",
 ]
 
@@ -442,3 +443,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     run_demo(modules=args.modules, out=sys.stdout)
     return 0
+
+
+def cmd_judge_check(args: argparse.Namespace) -> int:
+    """Grade pairs with known answers (see :mod:`corrective_rag.cli.judge_check`)."""
+    from corrective_rag.cli.judge_check import cmd_judge_check as check
+
+    return check(args)

@@ -1,4 +1,4 @@
-"""The ``corrective-rag`` command: index, run, batch, history and demo.
+"""The ``corrective-rag`` command: index, run, batch, history, demo and judge-check.
 
 Errors a user can cause print one line, ``corrective-rag: error: ...``, and exit 2 (usage) or 1
 (anything else), without a traceback. Only this module reads environment variables
@@ -270,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="index only the first N modules of the list (faster)",
     )
     p.set_defaults(handler="cmd_demo")
+
+    from corrective_rag.cli.judge_check import add_judge_check_parser
+
+    add_judge_check_parser(sub, _leaf, _seconds, _non_negative)
     return parser
 
 
