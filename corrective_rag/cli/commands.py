@@ -28,6 +28,7 @@ __all__ = [
     "cmd_history_stats",
     "cmd_index",
     "cmd_judge_check",
+    "cmd_mcp",
     "cmd_run",
 ]
 
@@ -442,6 +443,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from corrective_rag.cli.demo import run_demo
 
     run_demo(modules=args.modules, out=sys.stdout)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the store's corrected search as MCP tools (:mod:`corrective_rag.cli.mcp_server`)."""
+    from corrective_rag.cli.environment import secrets
+    from corrective_rag.cli.mcp_server import parse_address, serve
+
+    http = parse_address(args.http) if args.http else None
+    opts = options(args)
+    quiet_progress()  # no bars: a client shows the server's stderr as its log
+    serve(opts, http=http, secrets=secrets())
     return 0
 
 
