@@ -453,6 +453,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     http = parse_address(args.http) if args.http else None
     opts = options(args)
+    if not (opts.store or opts.chroma_host or opts.qdrant):  # a missing flag, not a missing store
+        raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
     quiet_progress()  # no bars: a client shows the server's stderr as its log
     serve(opts, http=http, secrets=secrets())
     return 0

@@ -29,3 +29,12 @@ def test_without_the_sdk_the_package_imports_and_the_command_names_the_extra(tmp
     assert 2 == done.returncode, done.stderr
     assert "pip install 'corrective_rag[mcp]'" in done.stderr
     assert 1 == len(done.stderr.strip().splitlines())
+
+
+def test_without_a_store_flag_the_command_is_a_usage_error(capsys):
+    """``corrective-rag mcp`` with no store flag exits 2 at once (a store that is named but
+    missing is the agent's tool error instead)."""
+    from corrective_rag.cli.main import main
+
+    assert 2 == main(["mcp"])
+    assert "give --store DIR" in capsys.readouterr().err
