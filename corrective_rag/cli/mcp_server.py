@@ -328,10 +328,10 @@ def _redacted_json(value: Any, secrets: tuple[str, ...]) -> str:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1) for ``--http``.
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1) for ``--http``; port 0: a free one.
 
     Raises:
-        ConfigError: no port, or a port outside 1..65535.
+        ConfigError: no port, or a port outside 0..65535.
     """
     host, _, port = text.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
@@ -339,9 +339,33 @@ def parse_address(text: str) -> tuple[str, int]:
         number = int(port)
     except ValueError:
         raise ConfigError(f"--http takes HOST:PORT, got {text!r}") from None
-    if not 1 <= number <= 65535:
-        raise ConfigError(f"--http port must be in 1..65535, got {number}")
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"--http port must be in 0..65535, got {number}")
     return host, number
+
+
+def _serve_http(server: Any, host: str, port: int) -> None:
+    """Serve the SDK's streamable HTTP app with uvicorn, as ``MCPServer.run`` does.
+
+    Once the socket is bound, one stderr line says where (port 0 picks a free one; the line
+    names it), so a user or a test knows when and where to connect.
+    """
+    import sys
+
+    import anyio
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                bound = self.servers[0].sockets[0].getsockname()
+                name = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+                sys.stderr.write(f"corrective-rag mcp: serving http://{name}:{bound[1]}/mcp\n")
+                sys.stderr.flush()
+
+    app = server.streamable_http_app(host=host)
+    anyio.run(Announcing(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve)
 
 
 def serve(opts: Options, *, http: tuple[str, int] | None, secrets: tuple[str, ...]) -> None:
@@ -362,6 +386,6 @@ def serve(opts: Options, *, http: tuple[str, int] | None, secrets: tuple[str, ..
         if http is None:
             server.run("stdio")
         else:
-            server.run("streamable-http", host=http[0], port=http[1])
+            _serve_http(server, *http)
     finally:
         service.close()

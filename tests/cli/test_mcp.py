@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,12 +155,14 @@ def test_with_an_llm_the_answer_tool_cites_the_kept_documents(store, tmp_path):
 
 
 def test_http_addresses_default_to_loopback():
-    """``--http`` takes HOST:PORT, :PORT or PORT (then on 127.0.0.1); a bad port is refused."""
+    """``--http`` takes HOST:PORT, :PORT or PORT (then on 127.0.0.1; 0 picks a free port); a
+    bad port is refused."""
     assert ("127.0.0.1", 8000) == parse_address("8000")
     assert ("127.0.0.1", 8000) == parse_address(":8000")
     assert ("0.0.0.0", 9) == parse_address("0.0.0.0:9")
     assert ("::1", 80) == parse_address("[::1]:80")
-    for bad in ("localhost", "127.0.0.1:0", "127.0.0.1:70000", ""):
+    assert ("127.0.0.1", 0) == parse_address("0")
+    for bad in ("localhost", "127.0.0.1:-1", "127.0.0.1:70000", ""):
         with pytest.raises(ConfigError):
             parse_address(bad)
 
@@ -194,3 +197,41 @@ def test_returned_documents_are_bounded():
     assert {MAX_TEXT_CHARS} == {len(d["text"]) for d in out["documents"]}
     assert all(d["truncated"] for d in out["documents"])
     assert all(len(d["verdict"]["reasoning"]) < 1000 for d in out["documents"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_over_streamable_http_the_client_lists_the_tools_and_reads_tool_errors(tmp_path):
+    """With --http on a free port, the server says where it listens once bound; the SDK's HTTP
+    client lists the tools there, and a store that is missing is a tool error over HTTP too."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = ["mcp", "--store", str(tmp_path / "nowhere"), "--http", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corrective_rag", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()  # the marker line, written once the socket is bound
+        assert line.startswith("corrective-rag mcp: serving http://127.0.0.1:"), line
+        url = line.rsplit(" ", 1)[1].strip()
+
+        async def go() -> Any:
+            async with Client(url, read_timeout_seconds=SECONDS) as client:
+                tools = await client.list_tools()
+                return tools, await client.call_tool("search", {"question": QUESTION})
+
+        tools, found = anyio.run(go)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert ["search"] == [t.name for t in tools.tools]
+    assert found.is_error
+    assert "nowhere" in found.content[0].text
