@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict  # pydantic reads a TypedDict's schema from this one
 
-from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError
+from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, LLMError
 from corrective_rag.inputs import check_query
 
 if TYPE_CHECKING:
@@ -177,6 +177,11 @@ class SearchService:
         if top_k is not None and not 1 <= top_k <= MAX_DOCUMENTS:
             raise InputError(f"top_k must be between 1 and {MAX_DOCUMENTS}, got {top_k}")
         result: RunResult = self._orchestrator().run(question, top_k=top_k)
+        from corrective_rag.runs.failures import llm_failure
+
+        failure = llm_failure(result)
+        if failure is not None:  # nothing was judged: an empty result would look like an answer
+            raise LLMError(f"every LLM call of this run failed: {failure}")
         return result
 
     def _remember(self, result: RunResult) -> RunResult:
@@ -251,13 +256,14 @@ class SearchService:
             stack.close()
 
 
-def _tool_error(exc: BaseException) -> Exception:
+def _tool_error(exc: BaseException, secrets: tuple[str, ...]) -> Exception:
     """The SDK's ToolError: the call fails with this message for the agent, the server lives."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     from corrective_rag.text.display import printable
+    from corrective_rag.text.secrets import redact
 
-    return ToolError(printable(" ".join(str(exc).split())) or type(exc).__name__)
+    return ToolError(printable(redact(" ".join(str(exc).split()), secrets)) or type(exc).__name__)
 
 
 def build_server(service: SearchService) -> Any:
@@ -278,7 +284,7 @@ def build_server(service: SearchService) -> Any:
         try:
             out = call(*args)
         except (CorrectiveRAGError, OSError) as exc:
-            raise _tool_error(exc) from exc
+            raise _tool_error(exc, service.secrets) from exc
         return json.loads(_redacted_json(out, service.secrets))
 
     @server.tool(name="search")

@@ -235,3 +235,32 @@ def test_over_streamable_http_the_client_lists_the_tools_and_reads_tool_errors(t
     assert ["search"] == [t.name for t in tools.tools]
     assert found.is_error
     assert "nowhere" in found.content[0].text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_run_whose_llm_calls_all_fail_is_a_tool_error_without_the_key(store):
+    """When every LLM call of a search fails, the tool says so (an empty result would read as
+    "nothing relevant"), and the API key the server echoed back is masked in the message."""
+    from corrective_rag.cli.mcp_server import SearchService, build_server
+    from corrective_rag.cli.wiring import Options
+    from corrective_rag.testing.server import Fault
+
+    key = "sk-test-0123456789abcdef"
+    failing = Fault.error(401, body='{"error": {"message": "bad key {authorization}"}}')
+    with ScriptedLLMServer(faults=lambda request, attempt: failing) as llm:
+        opts = Options(store=str(store), llm_url=llm.base_url, model="m", api_key=key)
+        service = SearchService(opts, secrets=(key,))
+
+        async def go() -> Any:
+            async with Client(build_server(service)) as client:
+                return await client.call_tool("search", {"question": QUESTION})
+
+        try:
+            found = anyio.run(go)
+        finally:
+            service.close()
+    assert found.is_error
+    text = found.content[0].text
+    assert "every LLM call of this run failed" in text
+    assert key not in text
