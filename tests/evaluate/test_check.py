@@ -113,3 +113,15 @@ def test_check_judge_takes_any_evaluator_and_refuses_nonsense():
         check_judge(ScriptedEvaluator(lambda q, d: 1.0), min_agreement=1.5)
     with pytest.raises(ConfigError):
         check_judge(object())  # type: ignore[arg-type]
+
+
+def test_ungraded_pairs_do_not_hide_a_judge_that_calls_everything_relevant():
+    """A judge that leaves a third of the pairs ungraded and calls every other one relevant
+    (as SmolLM2-135M did: 24 graded, all relevant) is caught keeping everything: the share
+    called relevant is of the pairs it graded."""
+    ungraded = {p.document.id for p in CHECK_PAIRS[::3]}
+    judge = ScriptedEvaluator(lambda q, d: None if d.id in ungraded else 1.0)
+    result = check_judge(judge)
+    assert 1.0 == result.relevant_share
+    assert len(ungraded) / len(CHECK_PAIRS) == pytest.approx(result.ungraded_share)
+    assert "keep everything" in result.problems[0]
