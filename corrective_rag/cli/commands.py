@@ -27,6 +27,8 @@ __all__ = [
     "cmd_history_show",
     "cmd_history_stats",
     "cmd_index",
+    "cmd_judge_check",
+    "cmd_mcp",
     "cmd_run",
 ]
 
@@ -444,3 +446,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     run_demo(modules=args.modules, out=sys.stdout)
     return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the store's corrected search as MCP tools (:mod:`corrective_rag.cli.mcp_server`)."""
+    from corrective_rag.cli.environment import secrets
+    from corrective_rag.cli.mcp_server import parse_address, serve
+
+    http = parse_address(args.http) if args.http else None
+    opts = options(args)
+    if not (opts.store or opts.chroma_host or opts.qdrant):  # a missing flag, not a missing store
+        raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
+    quiet_progress()  # no bars: a client shows the server's stderr as its log
+    serve(opts, http=http, secrets=secrets())
+    return 0
+
+
+def cmd_judge_check(args: argparse.Namespace) -> int:
+    """Grade pairs with known answers (see :mod:`corrective_rag.cli.judge_check`)."""
+    from corrective_rag.cli.judge_check import cmd_judge_check as check
+
+    return check(args)

@@ -1,4 +1,4 @@
-"""The ``corrective-rag`` command: index, run, batch, history and demo.
+"""The ``corrective-rag`` command: index, run, batch, history, demo, mcp and judge-check.
 
 Errors a user can cause print one line, ``corrective-rag: error: ...``, and exit 2 (usage) or 1
 (anything else), without a traceback. Only this module reads environment variables
@@ -275,6 +275,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="index only the first N modules of the list (faster)",
     )
     p.set_defaults(handler="cmd_demo")
+
+    p = _leaf(sub, "mcp", help="serve a store's corrected search to agents over MCP")
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="streamable HTTP at HOST:PORT (PORT alone: 127.0.0.1); default: stdio",
+    )
+    _pipeline_flags(p)
+    _fallback_flags(p)
+    p.set_defaults(handler="cmd_mcp")
+
+    from corrective_rag.cli.judge_check import add_judge_check_parser
+
+    add_judge_check_parser(sub, _leaf, _seconds, _non_negative)
     return parser
 
 

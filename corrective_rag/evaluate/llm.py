@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corrective_rag.errors import (
     ConfigError,
@@ -44,6 +44,9 @@ from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.protocols import ChatModel
 from corrective_rag.text.screening import screen_form
 from corrective_rag.types import ChatReply, Document, Evaluation, Proposal, Usage, Verdict
+
+if TYPE_CHECKING:
+    from corrective_rag.evaluate.check import JudgeCheck
 
 __all__ = ["LLMEvaluator"]
 
@@ -150,6 +153,17 @@ class LLMEvaluator:
         proposing.propose = True
         proposing._system_tokens = None  # the proposing prompt is longer
         return proposing
+
+    def check(self, *, min_agreement: float = 0.7) -> JudgeCheck:
+        """Grade pairs with known answers: can this model judge? (:func:`~.check.check_judge`).
+
+        Graded afresh (this evaluator's cache is neither read nor filled).
+        """
+        from corrective_rag.evaluate.check import check_judge
+
+        fresh = copy.copy(self)
+        fresh.cache = VerdictCache(0)
+        return check_judge(fresh, min_agreement=min_agreement)
 
     # -- batch sizing ------------------------------------------------------------------------
 

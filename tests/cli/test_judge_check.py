@@ -1,0 +1,96 @@
+"""``corrective-rag judge-check``: 0 for a judge that can judge, 1 and why for one that can't."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+
+from corrective_rag.cli.main import main
+from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.testing.judges import all_relevant_judge, faithful_judge, noisy_judge
+from corrective_rag.testing.server import ScriptedLLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    yield
+    structlog.reset_defaults()
+
+
+def _check(server: ScriptedLLMServer, *more: str) -> list[str]:
+    return ["judge-check", "--llm-url", server.base_url, "--model", "scripted", *more]
+
+
+def test_a_faithful_judge_exits_0_and_prints_the_figures(capsys):
+    """Against a server that judges from the pairs' labels: exit 0, agreement 1.00, the share
+    it calls relevant, nothing ungraded, and seconds and tokens per call."""
+    with ScriptedLLMServer(reply=faithful_judge) as server:
+        assert 0 == main(_check(server))
+    out = capsys.readouterr().out
+    assert "agreement         1.00" in out
+    assert "ungraded          0.00" in out
+    assert "seconds per call" in out and "tokens per call" in out
+    assert "PASS" in out
+
+
+def test_a_judge_calling_everything_relevant_exits_1_and_says_why(capsys):
+    """Against a server that calls every document relevant: exit 1; the reasons say it keeps
+    everything and agrees too little, on stdout and in one stderr line."""
+    with ScriptedLLMServer(reply=all_relevant_judge) as server:
+        assert 1 == main(_check(server))
+    captured = capsys.readouterr()
+    assert "called relevant   1.00" in captured.out
+    assert "FAIL" in captured.out
+    assert "the loop would keep everything" in captured.out
+    assert captured.err.startswith("corrective-rag: judge-check failed: it called 100%")
+
+
+def test_a_noisy_judge_exits_1_on_agreement_and_json_has_the_figures(capsys):
+    """A judge wrong on half the pairs exits 1; --json prints every figure and passed=false."""
+    with ScriptedLLMServer(reply=noisy_judge(0.5)) as server:
+        assert 1 == main(_check(server, "--json"))
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["passed"] is False
+    assert len(CHECK_PAIRS) == figures["pairs"]
+    assert figures["agreement"] < 0.7
+    assert {"relevant_share", "ungraded_share", "seconds_per_call", "tokens_per_call"} <= set(
+        figures
+    )
+
+
+def test_nothing_listening_is_one_error_line(capsys):
+    """A URL where nothing answers is one error line and exit 1, before any grading."""
+    with ScriptedLLMServer() as server:
+        url = server.base_url
+    assert 1 == main(["judge-check", "--llm-url", url, "--model", "m"])
+    assert "cannot reach the LLM server" in capsys.readouterr().err
+
+
+def test_the_console_command_exits_non_zero_against_an_all_relevant_judge():
+    """The installed entry point's exit status is what a script sees: 1 against the all-relevant
+    judge, 0 against the faithful one."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    codes = []
+    for judge in (all_relevant_judge, faithful_judge):
+        with ScriptedLLMServer(reply=judge) as server:
+            done = subprocess.run(
+                [sys.executable, "-m", "corrective_rag", *_check(server)],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+                timeout=300,
+            )
+        codes.append(done.returncode)
+    assert [1, 0] == codes
