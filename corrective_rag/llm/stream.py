@@ -43,18 +43,21 @@ def collect_events(chunks: Iterable[bytes], limit: int) -> bytes:
     parts: list[str] = []
     state: dict[str, Any] = {"finish_reason": None, "model": None, "usage": None, "done": False}
     size = 0
-    pending = b""
+    pending: list[bytes] = []  # the start of a line not ended yet, kept in pieces: never rejoined
     for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise LLMResponseError(f"event stream exceeds the {limit}-byte limit")
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        first, *lines, rest = chunk.split(b"\n")
+        for line in (b"".join([*pending, first]), *lines):
             _event(line, parts, state)
             if state["done"]:
                 return _body(parts, state)
-    _event(pending, parts, state)
+        pending = [rest]
+    _event(b"".join(pending), parts, state)
     if not state["done"] and state["finish_reason"] is None:
         raise LLMTransportError("event stream ended before the reply was complete")
     return _body(parts, state)
