@@ -175,6 +175,9 @@ class HostileLLMServer(ScriptedLLMServer):
         self._thread.start()
         return self
 
+    def __enter__(self) -> HostileLLMServer:
+        return self.start()
+
     def _take_turn(self) -> bool:
         """Whether this request gets a hostile answer (counted)."""
         with self._lock:
