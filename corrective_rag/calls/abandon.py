@@ -42,9 +42,20 @@ class Abandonable:
 
 
 def response_socket(response: Any) -> socket.socket | None:
-    """The socket a ``requests`` response reads from (None once its connection is gone)."""
-    connection = getattr(getattr(response, "raw", None), "connection", None)
-    return getattr(connection, "sock", None)
+    """The socket a ``requests`` response reads from (None once its body is closed).
+
+    A kept-alive connection holds its socket; a body delimited by the connection's close (no
+    ``Content-Length``, not chunked) does not: ``http.client`` lets go of the connection's socket
+    at once and the body's file object alone reads on from it, so it is looked up there too.
+    """
+    raw = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if isinstance(sock, socket.socket):
+        return sock
+    # urllib3 response -> http.client.HTTPResponse -> BufferedReader -> SocketIO -> socket
+    body = getattr(getattr(raw, "_fp", None), "fp", None)
+    sock = getattr(getattr(body, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
 
 
 def shutdown(response: Any) -> None:

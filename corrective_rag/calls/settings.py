@@ -15,7 +15,13 @@ from datetime import datetime, timezone
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int, is_number
 
-__all__ = ["Retries", "Timeouts", "finite", "parse_retry_after"]
+__all__ = ["MAX_QUIET", "Retries", "Timeouts", "finite", "parse_retry_after"]
+
+# The longest a server's rate-limit headers can keep a service from being asked again. A quota
+# reset is at most an hour off in practice; ten minutes bounds what `Retry-After: 1e9` or
+# `X-RateLimit-Reset: 1e308` can switch off in a long-lived process, and after it one request
+# (answered 429 again, if the quota is really gone) asks the server anew.
+MAX_QUIET = 600.0
 
 
 def finite(value: object) -> bool:

@@ -45,7 +45,7 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
-from corrective_rag.llm.exchange import Exchange, finish_stream, read_capped
+from corrective_rag.llm.exchange import Exchange, finish_stream, read_capped, stream_chunks
 from corrective_rag.llm.failures import (
     is_read_timeout,
     permanent_hint,
@@ -458,7 +458,7 @@ class OpenAIChatClient:
                 if response.status_code == 200 and is_event_stream(
                     response.headers.get("Content-Type")
                 ):
-                    chunks = response.iter_content(chunk_size=None)
+                    chunks = stream_chunks(response)  # decoded in bounded steps
                     exchange.body = collect_events(chunks, self.max_response_bytes)
                     finish_stream(response, chunks, end)  # keeps the connection for the next call
                 else:  # not streamed (an error, or a server that ignores stream): one body
@@ -474,6 +474,8 @@ class OpenAIChatClient:
 
     def _failure(self, exc: BaseException, give_up: float | None) -> Exception:
         """Map an exception from the worker to what ``_once`` raises."""
+        if isinstance(exc, LLMTransportError):  # a stream that ended mid-reply, however cut
+            return _Retryable(exc, give_up=give_up)
         if isinstance(exc, LLMError):
             return exc  # the size cap
         if isinstance(exc, requests.Timeout):

@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterator
 
 import requests
+import urllib3.exceptions
 
 from corrective_rag.calls.abandon import Abandonable, response_socket
 from corrective_rag.errors import LLMResponseError
 
-__all__ = ["Exchange", "finish_stream", "read_capped"]
+__all__ = ["Exchange", "finish_stream", "read_capped", "stream_chunks"]
 
 _CHUNK = 64 * 1024
 # What may follow a streamed reply's `data: [DONE]` before the connection is given up instead of
@@ -58,6 +59,36 @@ def read_capped(response: requests.Response, limit: int) -> bytes:
             )
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def stream_chunks(response: requests.Response, step: int = _CHUNK) -> Iterator[bytes]:
+    """A streamed body as it arrives, decoded, in pieces of at most ``step`` bytes.
+
+    ``iter_content(chunk_size=None)`` hands over whatever one read decodes to: a few kilobytes
+    under two gzip layers inflate to a gigabyte in one piece. ``iter_content(step)`` is bounded
+    but waits for ``step`` bytes of a body that is not chunked, which a stream may take minutes
+    to send. This reads a chunked body chunk by chunk and any other body as soon as bytes come
+    (``read1``), both decoded at most ``step`` bytes at a time; urllib3's errors become the
+    ``requests`` errors ``iter_content`` raises.
+    """
+    raw = response.raw
+    if not isinstance(raw, urllib3.HTTPResponse):  # an adapter's own body (tests, mocks)
+        yield from response.iter_content(step)
+        return
+    try:
+        if raw.chunked and raw.supports_chunked_reads():
+            yield from raw.read_chunked(step, decode_content=True)
+            return
+        while chunk := raw.read1(step, decode_content=True):
+            yield chunk
+    except urllib3.exceptions.ProtocolError as exc:
+        raise requests.exceptions.ChunkedEncodingError(exc) from exc
+    except urllib3.exceptions.DecodeError as exc:
+        raise requests.exceptions.ContentDecodingError(exc) from exc
+    except urllib3.exceptions.ReadTimeoutError as exc:
+        raise requests.exceptions.ConnectionError(exc) from exc
+    except urllib3.exceptions.SSLError as exc:
+        raise requests.exceptions.SSLError(exc) from exc
 
 
 def finish_stream(response: requests.Response, rest: Iterator[bytes], end: float) -> bool:

@@ -12,6 +12,7 @@ caller keeps what the model finished and asks again only for the rest.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -21,7 +22,16 @@ from corrective_rag.errors import VerdictParseError
 __all__ = ["complete_items", "parse_json_object"]
 
 _SPACE_OR_COMMA = re.compile(r"[\s,]*")
+# What a lenient search may read, as a multiple of the reply's length (plus a little for short
+# replies). A decode tried at every `{` reads on until it fails: a reply of `{"":` repeated
+# (cheap to send) made that quadratic, 20 s of CPU for 600 KB. Each try is charged what the
+# decoder read, so the search stays linear in the reply; a reply that exhausts it holds no
+# object a model meant to send and is unparseable like any other.
+_SEARCH_BUDGET = 2
+_SEARCH_SLACK = 64 * 1024
+_OPENING = re.compile(r'\{\s*["}]')
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_MAX_FENCES = 8  # fenced blocks searched first; past them, the whole reply is searched
 
 
 def _strict(text: str) -> dict[str, Any]:
@@ -36,17 +46,34 @@ def _strict(text: str) -> dict[str, Any]:
     return value
 
 
-def _first_object(text: str) -> dict[str, Any] | None:
+class _Budget:
+    """Characters the decoder may still read in one lenient search (see ``_SEARCH_BUDGET``)."""
+
+    def __init__(self, length: int) -> None:
+        self.left = _SEARCH_BUDGET * length + _SEARCH_SLACK
+
+
+def _first_object(text: str, budget: _Budget) -> dict[str, Any] | None:
+    """The first ``{`` of ``text`` that decodes to an object, while ``budget`` lasts.
+
+    Only a ``{`` that can open an object (``{"`` or ``{}``) is tried. A failed try costs what
+    the decoder read and as much again: its error finds its line and column from the start.
+    """
     decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
+    for opening in _OPENING.finditer(text):
+        if budget.left <= 0:
+            return None
+        start = opening.start()
         try:
-            value, _ = decoder.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
-            value = None
-        if isinstance(value, dict):
-            return value
-        start = text.find("{", start + 1)
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            budget.left -= 2 * exc.pos - start + 1
+        except RecursionError:  # nested past the interpreter's limit: how far it read is unknown
+            budget.left -= len(text) - start
+        else:
+            budget.left -= end - start
+            if isinstance(value, dict):
+                return value
     return None
 
 
@@ -70,11 +97,12 @@ def parse_json_object(text: str, *, strict: bool) -> dict[str, Any]:
         return _strict(stripped)
     except VerdictParseError:
         pass
-    for block in _FENCE.findall(stripped):
-        found = _first_object(block)
+    budget = _Budget(len(stripped))  # shared by the fenced blocks and the whole reply
+    for fence in itertools.islice(_FENCE.finditer(stripped), _MAX_FENCES):
+        found = _first_object(fence.group(1), budget)
         if found is not None:
             return found
-    found = _first_object(stripped)
+    found = _first_object(stripped, budget)
     if found is None:
         raise VerdictParseError("no JSON object found in reply", raw=text)
     return found

@@ -11,15 +11,23 @@ reader (:func:`corrective_rag.llm.reply.read_reply`) handles both. Pure over byt
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from corrective_rag.errors import LLMResponseError, LLMTransportError
 
-__all__ = ["EVENT_STREAM", "collect_events", "is_event_stream"]
+__all__ = ["EVENT_STREAM", "MAX_EVENTS", "collect_events", "is_event_stream"]
 
 EVENT_STREAM = "text/event-stream"
 _DONE = b"[DONE]"
+# A `data:` line; blank separators, `: keep-alive` comments and event:/id: fields are skipped
+# by the regular expression, not one by one in Python.
+_DATA = re.compile(rb"^[^\S\n]*data:(.*)$", re.MULTILINE)
+# Most `data:` events one reply may carry. A server sends one per token, each a hundred bytes
+# or more, so the byte limit alone keeps honest streams far below this; events of a few bytes
+# (`data: {}` four hundred thousand times in 4 MB) would cost seconds of CPU to decode.
+MAX_EVENTS = 65_536
 
 
 def is_event_stream(content_type: str | None) -> bool:
@@ -42,30 +50,35 @@ def collect_events(chunks: Iterable[bytes], limit: int) -> bytes:
     """
     parts: list[str] = []
     state: dict[str, Any] = {"finish_reason": None, "model": None, "usage": None, "done": False}
-    size = 0
-    pending = b""
+    size = events = 0
+    pending: list[bytes] = []  # the start of a line not ended yet, kept in pieces: never rejoined
     for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise LLMResponseError(f"event stream exceeds the {limit}-byte limit")
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            _event(line, parts, state)
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            pending.append(chunk)
+            continue
+        lines = b"".join([*pending, chunk[:cut]]) if pending else chunk[:cut]
+        pending = [chunk[cut + 1 :]]
+        for found in _DATA.finditer(lines):
+            events += 1
+            if events > MAX_EVENTS:
+                raise LLMResponseError(f"event stream carries more than {MAX_EVENTS} events")
+            _event(found.group(1), parts, state)
             if state["done"]:
                 return _body(parts, state)
-    _event(pending, parts, state)
+    for found in _DATA.finditer(b"".join(pending)):
+        _event(found.group(1), parts, state)
     if not state["done"] and state["finish_reason"] is None:
         raise LLMTransportError("event stream ended before the reply was complete")
     return _body(parts, state)
 
 
-def _event(line: bytes, parts: list[str], state: dict[str, Any]) -> None:
-    """Fold one line of the stream into ``parts`` and ``state`` (comments and blanks skipped)."""
-    line = line.strip()
-    if not line.startswith(b"data:"):
-        return  # blank separators, ": keep-alive" comments, event:/id: fields
-    data = line[5:].strip()
+def _event(data: bytes, parts: list[str], state: dict[str, Any]) -> None:
+    """Fold the ``data`` of one ``data:`` line into ``parts`` and ``state``."""
+    data = data.strip()
     if data == _DONE:
         state["done"] = True
         return

@@ -9,7 +9,8 @@ The same discipline as the chat client (:mod:`corrective_rag.llm.client`), reusi
 - redirects are never followed: a key would travel with them (requests drops ``Authorization``
   on a cross-host redirect, not ``X-Subscription-Token``);
 - a server that asked to wait longer than was waited (``429 Retry-After: 3600``) is not asked
-  again before that time: :class:`~corrective_rag.errors.SearchSkippedError`;
+  again before that time, ten minutes at most (``MAX_QUIET``; a wait that is not a finite
+  number is ignored): :class:`~corrective_rag.errors.SearchSkippedError`;
 - HTTP 429 and 5xx, timeouts and connection errors are retried with exponential back-off and
   jitter, honouring ``Retry-After`` (or, where a server sends none, the ``X-RateLimit-Reset`` of
   its exhausted window, as Brave does); a wait that would pass the deadline is not waited for;
@@ -32,7 +33,7 @@ import requests
 
 from corrective_rag._version import __version__
 from corrective_rag.calls import scope
-from corrective_rag.calls.settings import Retries, Timeouts, finite, parse_retry_after
+from corrective_rag.calls.settings import MAX_QUIET, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.errors import ConfigError, SearchError, SearchSkippedError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
@@ -132,10 +133,12 @@ def rate_limit_wait(headers: Mapping[str, str]) -> float | None:
 
 
 def _numbers(value: str | None) -> list[float]:
+    """The comma-separated numbers of a header; none at all if one is not a finite number."""
     try:
-        return [float(part) for part in (value or "").split(",") if part.strip()]
+        numbers = [float(part) for part in (value or "").split(",") if part.strip()]
     except ValueError:
         return []
+    return numbers if all(finite(n) for n in numbers) else []
 
 
 def read_capped(response: requests.Response, limit: int, what: str) -> bytes:
@@ -290,9 +293,12 @@ class JsonCaller:
         )
 
     def _stay_quiet(self, wait: float) -> None:
-        """Remember that the server asked not to be asked for ``wait`` seconds."""
+        """Remember that the server asked not to be asked for ``wait`` s (``MAX_QUIET`` at most)."""
+        if not finite(wait) or wait <= 0:
+            return
         with self._lock:
-            self._quiet_until = max(self._quiet_until, time.monotonic() + wait)
+            until = time.monotonic() + min(wait, MAX_QUIET)
+            self._quiet_until = max(self._quiet_until, until)
 
     def _pause(self, seconds: float) -> None:
         """Wait between tries; a cancelled call scope ends the wait at once."""
