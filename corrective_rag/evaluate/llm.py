@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from corrective_rag.errors import (
@@ -71,7 +72,13 @@ class _Item:
 
 def _flagged(item: _Item) -> bool:
     """The injection screen, on the text as a reader sees it (see text/screening.py)."""
-    return prompts.looks_injected(screen_form(item.text))
+    return _screened(item.text)
+
+
+@lru_cache(maxsize=4096)
+def _screened(text: str) -> bool:
+    """The screen of one text, kept: the loop sends the same documents again (pure in ``text``)."""
+    return prompts.looks_injected(screen_form(text))
 
 
 class LLMEvaluator:
