@@ -35,7 +35,7 @@ def search_queries(
     ``names`` (default ``question``, ``rewrite``, ``query3``, ...), with the retriever's own
     rank and score for that query.
     """
-    lists = [retriever.retrieve(q, top_k=top_k, where=where) for q in queries]
+    lists = _search_each(retriever, queries, top_k, where)
     if len(lists) == 1:
         return list(lists[0])
     docs: dict[str, Document] = {}
@@ -51,3 +51,13 @@ def search_queries(
         Hit(docs[doc_id], score, rank, tuple(legs[doc_id]))
         for rank, (doc_id, score) in enumerate(fused, start=1)
     ]
+
+
+def _search_each(
+    retriever: Retriever, queries: Sequence[str], top_k: int, where: Mapping[str, Any] | None
+) -> list[list[Hit]]:
+    """Each query's hits; a ``retrieve_many`` (the hybrid store's) embeds the queries at once."""
+    many = getattr(retriever, "retrieve_many", None)
+    if len(queries) > 1 and callable(many):
+        return [list(hits) for hits in many(queries, top_k=top_k, where=where)]
+    return [list(retriever.retrieve(q, top_k=top_k, where=where)) for q in queries]
