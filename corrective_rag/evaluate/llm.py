@@ -60,6 +60,7 @@ _QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call t
 _BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
 _FAILED = Usage(llm_calls=1, failed_calls=1)
+_SIZES_KEPT = 4096  # documents whose cut text and token count an evaluator keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,7 @@ class LLMEvaluator:
         self.counter = token_counter or TiktokenCounter()
         self.model_name = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
         self._system_tokens: int | None = None
+        self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
         if self.documents_per_call < 1:
             raise ConfigError(
                 f"max_doc_tokens={max_doc_tokens} leaves no room for one document in "
@@ -226,8 +228,7 @@ class LLMEvaluator:
             if cached is not None:
                 verdicts[doc.id] = cached
             else:
-                text = self.counter.truncate(doc.text, self.max_doc_tokens)
-                tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
+                text, tokens = self._sized(doc)
                 pending.append(_Item(doc, text, key, tokens))
         # A document shaped like an injection is graded in a call of its own: a model that obeys
         # it can then misjudge that document only, never the others of its batch. It is screened
@@ -268,15 +269,30 @@ class LLMEvaluator:
         )
         return Evaluation(ordered, usage, proposal)
 
+    def _sized(self, doc: Document) -> tuple[str, int]:
+        """``doc``'s text cut to ``max_doc_tokens`` and its block's tokens, once per text.
+
+        The loop sends a question's documents again (a verdict cache of 0, a batch of questions
+        over one corpus): tiktoken runs once per distinct (id, text, cap).
+        """
+        key = (doc.id, doc.text, self.max_doc_tokens)
+        sized = self._sizes.get(key)
+        if sized is None:
+            text = self.counter.truncate(doc.text, self.max_doc_tokens)
+            tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
+            if len(self._sizes) >= _SIZES_KEPT:
+                self._sizes.clear()
+            sized = self._sizes[key] = (text, tokens)
+        return sized
+
     # -- one call ----------------------------------------------------------------------------
 
     def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> ChatReply:
-        ids = [i.document.id for i in items]
         reply = self.chat.complete(
             prompts.grader_messages(
                 question, [(i.document.id, i.text) for i in items], propose=propose
             ),
-            json_schema=prompts.verdict_schema(ids, propose=propose),
+            json_schema=prompts.verdict_schema(propose=propose),
             max_tokens=_reply_tokens(len(items), propose=propose),
         )
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
