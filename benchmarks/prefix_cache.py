@@ -190,7 +190,7 @@ def llama(collection: Collection, questions: int, k: int, threads: int) -> dict[
     with LocalLlamaServer(path, n_ctx=4096, threads=threads, startup_timeout=1200) as server:
         chat = TimedChat(server.base_url.removesuffix("/v1"))
         evaluator = LLMEvaluator(
-            chat, batch_size=k, max_doc_tokens=200, propose=True, cache=VerdictCache(0)
+            chat, batch_size=k, max_doc_tokens=120, propose=True, cache=VerdictCache(0)
         )
         previous: list[int] = []
         for question in list(collection.queries.values())[:questions]:
@@ -214,6 +214,7 @@ def llama(collection: Collection, questions: int, k: int, threads: int) -> dict[
                         }
                     )
                     previous = now
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # a slow model
     later = [r for r in rows if r["call_of_question"] > 1]
     return {
         "model": Path(path).name,
