@@ -436,10 +436,17 @@ class LLMEvaluator:
     def _grade_group(
         self, question: str, items: Sequence[_Item]
     ) -> tuple[dict[str, Verdict], Usage]:
-        """One call for exactly ``items``, no proposal; what its reply lacks becomes ungraded."""
+        """One call for exactly ``items``; what its reply lacks becomes ungraded.
+
+        A proposing evaluator asks in the proposing shape (its proposal is not read), so that the
+        call starts with the same instructions and question as the question's other calls and a
+        server's prefix cache reuses them; a document graded alone for its injection shape is
+        asked without a proposal.
+        """
         ids = [i.document.id for i in items]
+        shape = bool(self.propose) and not any(_flagged(i) for i in items)
         try:
-            reply = self._call(question, items, propose=False)
+            reply = self._call(question, items, propose=shape)
         except LLMError as exc:
             if self.strict:
                 raise
