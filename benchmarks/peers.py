@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         for qid in warm:  # tiktoken, the pools, the model's first pass (or every query's)
             for arm in designs:
                 arm.run(collection.queries[qid])
+        designs = arms(store, url, args.k)  # empty verdict caches: each run grades again
         for qid in ids:
             for arm in designs:
                 if not args.cached_queries:
