@@ -9,9 +9,9 @@ plural/suffix folding (``s``, ``es``, ``ies``) so that "parsers" and "parser" me
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from functools import lru_cache
 
 __all__ = ["STOPWORDS", "content_terms", "tokenize"]
 
@@ -182,7 +182,7 @@ _TEXTS_CACHED = 4096
 _WORDS_CACHED = 1 << 16
 
 
-@lru_cache(maxsize=_WORDS_CACHED)
+@functools.lru_cache(maxsize=_WORDS_CACHED)
 def _fold(word: str) -> str:
     """Fold common English plural endings; keep short words and numbers as they are."""
     if len(word) <= 3 or word.isdigit():
@@ -210,12 +210,12 @@ def _split(text: str) -> list[str]:
     return [_fold(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
-@lru_cache(maxsize=_TEXTS_CACHED)
+@functools.lru_cache(maxsize=_TEXTS_CACHED)
 def _tokens(text: str) -> tuple[str, ...]:
     """``tokenize`` of one text, kept: tokens are pure in the text."""
     return tuple(_split(text))
 
 
-@lru_cache(maxsize=_TEXTS_CACHED)
+@functools.lru_cache(maxsize=_TEXTS_CACHED)
 def _terms(text: str) -> frozenset[str]:
     return frozenset(_tokens(text))
