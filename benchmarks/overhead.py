@@ -49,7 +49,8 @@ from corrective_rag.store.hybrid import HybridStore
 PARTS = (
     ("llm round trips (client, http, json)", "llm/client.py", "complete"),
     ("grading prompts + tiktoken", "evaluate/llm.py", "_batches"),
-    ("retrieval: hybrid store (all legs)", "store/hybrid.py", "retrieve"),
+    ("retrieval: hybrid store, one query (all legs)", "store/hybrid.py", "retrieve"),
+    ("retrieval: hybrid store, an iteration's queries", "store/hybrid.py", "retrieve_many"),
     ("  bm25 leg", "store/bm25.py", "top_k"),
     ("  dense leg: chromadb query", "store/chroma.py", "dense"),
     ("  dense leg: query embedding (cache)", "benchmarks/retrievers.py", "embed"),
