@@ -5,7 +5,8 @@ the hybrid store (BM25 + dense in chromadb, fused), grading and rewriting throug
 ``LLMEvaluator`` / ``LLMRewriter`` and HTTP client against a scripted model answering at once
 (``benchmarks/qrels_judge.py``, in its own process), the loop's bookkeeping, and the result's
 JSON. Query embeddings come from the disk cache (a warm-up pass fills it), torch runs one
-thread. Prints p50 / p90 / mean seconds per question, then the profile of a second pass in
+thread. Prints p50 / p90 / mean seconds per question beside a plain single search of each
+question (``single_search_mean_seconds``, the floor), then the profile of a second pass in
 milliseconds per question by part, and writes JSON.
 
     python benchmarks/overhead.py DATA --limit 100 --json overhead.json
@@ -48,7 +49,8 @@ from corrective_rag.store.hybrid import HybridStore
 PARTS = (
     ("llm round trips (client, http, json)", "llm/client.py", "complete"),
     ("grading prompts + tiktoken", "evaluate/llm.py", "_batches"),
-    ("retrieval: hybrid store (all legs)", "store/hybrid.py", "retrieve"),
+    ("retrieval: hybrid store, one query (all legs)", "store/hybrid.py", "retrieve"),
+    ("retrieval: hybrid store, an iteration's queries", "store/hybrid.py", "retrieve_many"),
     ("  bm25 leg", "store/bm25.py", "top_k"),
     ("  dense leg: chromadb query", "store/chroma.py", "dense"),
     ("  dense leg: query embedding (cache)", "benchmarks/retrievers.py", "embed"),
@@ -84,6 +86,13 @@ def one(loop: CorrectiveRAGOrchestrator, question: str) -> float:
     return time.perf_counter() - started
 
 
+def searched(store: HybridStore, question: str, k: int) -> float:
+    """Seconds for one plain search of ``question`` (its ``k`` best hits): the floor."""
+    started = time.perf_counter()
+    store.retrieve(question, top_k=k)
+    return time.perf_counter() - started
+
+
 def parts(profile: cProfile.Profile, questions: int) -> dict[str, float]:
     """Milliseconds per question of each part (cumulative: a part includes its callees)."""
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
@@ -96,13 +105,14 @@ def parts(profile: cProfile.Profile, questions: int) -> dict[str, float]:
     return out
 
 
-def judge_process(data: str) -> tuple[subprocess.Popen[str], str]:
-    """Start ``qrels_judge.py`` at 0 ms latency in its own process; return it and its URL."""
+def judge_process(data: str, *, latency_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
+    """Start ``qrels_judge.py`` (0 ms latency by default) in its own process, with its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     script = Path(__file__).resolve().parent / "qrels_judge.py"
-    command = [sys.executable, str(script), data, "--latency-ms", "0", "--port", str(port)]
+    command = [sys.executable, str(script), data, "--latency-ms", str(latency_ms)]
+    command += ["--port", str(port)]
     command += ["--usage", "words"]  # the model's own bookkeeping is not the loop's cost
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""  # "serving URL" once it listens
@@ -144,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             one(loop, question)
         embedder.save()
         seconds = [one(loop, q) for q in questions]
+        single = [searched(store, q, args.k) for q in questions]
         profile = cProfile.Profile()
         profile.enable()
         profiled_started = time.perf_counter()
@@ -164,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         "p50_seconds": statistics.median(seconds),
         "p90_seconds": statistics.quantiles(seconds, n=10)[-1] if len(seconds) > 1 else seconds[0],
         "mean_seconds": statistics.fmean(seconds),
+        # the floor: one search of the question, what a run without the loop pays
+        "single_search_mean_seconds": statistics.fmean(single),
+        "loop_over_single_search": statistics.fmean(seconds) / statistics.fmean(single),
         "load_average_1min": os.getloadavg()[0],
         "profiled_ms_per_question": round(1000 * profiled / len(questions), 2),
         "profile_ms_per_question": parts(profile, len(questions)),

@@ -145,6 +145,10 @@ def qrels_reply(
                 }
                 for doc_id, _ in docs
             ]
+            # as a server enforcing the schema would: only the keys a verdict's schema lists
+            shape = (properties.get("verdicts") or {}).get("items", {}).get("properties")
+            if shape:
+                verdicts = [{k: v for k, v in item.items() if k in shape} for item in verdicts]
             out: dict[str, Any] = {"verdicts": verdicts}
             if "next_query" in properties:
                 kept = [text for doc_id, text in docs if doc_id in relevant]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from corrective_rag.errors import (
@@ -62,6 +63,7 @@ _QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call t
 _BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
 _FAILED = Usage(llm_calls=1, failed_calls=1)
+_SIZES_KEPT = 4096  # documents whose cut text and token count an evaluator keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,13 @@ class _Item:
 
 def _flagged(item: _Item) -> bool:
     """The injection screen, on the text as a reader sees it (see text/screening.py)."""
-    return prompts.looks_injected(screen_form(item.text))
+    return _screened(item.text)
+
+
+@lru_cache(maxsize=4096)
+def _screened(text: str) -> bool:
+    """The screen of one text, kept: the loop sends the same documents again (pure in ``text``)."""
+    return prompts.looks_injected(screen_form(text))
 
 
 class LLMEvaluator:
@@ -133,6 +141,7 @@ class LLMEvaluator:
         self.counter = token_counter or TiktokenCounter()
         self.model_name = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
         self._system_tokens: int | None = None
+        self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
         if self.documents_per_call < 1:
             raise ConfigError(
                 f"max_doc_tokens={max_doc_tokens} leaves no room for one document in "
@@ -233,8 +242,7 @@ class LLMEvaluator:
             if cached is not None:
                 verdicts[doc.id] = cached
             else:
-                text = self.counter.truncate(doc.text, self.max_doc_tokens)
-                tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
+                text, tokens = self._sized(doc)
                 pending.append(_Item(doc, text, key, tokens))
         # A document shaped like an injection is graded in a call of its own: a model that obeys
         # it can then misjudge that document only, never the others of its batch. It is screened
@@ -275,15 +283,30 @@ class LLMEvaluator:
         )
         return Evaluation(ordered, usage, proposal)
 
+    def _sized(self, doc: Document) -> tuple[str, int]:
+        """``doc``'s text cut to ``max_doc_tokens`` and its block's tokens, once per text.
+
+        The loop sends a question's documents again (a verdict cache of 0, a batch of questions
+        over one corpus): tiktoken runs once per distinct (id, text, cap).
+        """
+        key = (doc.id, doc.text, self.max_doc_tokens)
+        sized = self._sizes.get(key)
+        if sized is None:
+            text = self.counter.truncate(doc.text, self.max_doc_tokens)
+            tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
+            if len(self._sizes) >= _SIZES_KEPT:
+                self._sizes.clear()
+            sized = self._sizes[key] = (text, tokens)
+        return sized
+
     # -- one call ----------------------------------------------------------------------------
 
     def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> ChatReply:
-        ids = [i.document.id for i in items]
         reply = self.chat.complete(
             prompts.grader_messages(
                 question, [(i.document.id, i.text) for i in items], propose=propose
             ),
-            json_schema=prompts.verdict_schema(ids, propose=propose),
+            json_schema=prompts.verdict_schema(propose=propose),
             max_tokens=_reply_tokens(len(items), propose=propose),
         )
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
@@ -427,10 +450,17 @@ class LLMEvaluator:
     def _grade_group(
         self, question: str, items: Sequence[_Item]
     ) -> tuple[dict[str, Verdict], Usage]:
-        """One call for exactly ``items``, no proposal; what its reply lacks becomes ungraded."""
+        """One call for exactly ``items``; what its reply lacks becomes ungraded.
+
+        A proposing evaluator asks in the proposing shape (its proposal is not read), so that the
+        call starts with the same instructions and question as the question's other calls and a
+        server's prefix cache reuses them; a document graded alone for its injection shape is
+        asked without a proposal.
+        """
         ids = [i.document.id for i in items]
+        shape = bool(self.propose) and not any(_flagged(i) for i in items)
         try:
-            reply = self._call(question, items, propose=False)
+            reply = self._call(question, items, propose=shape)
         except LLMError as exc:
             if self.strict:
                 raise

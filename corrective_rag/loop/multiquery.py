@@ -38,10 +38,7 @@ def search_queries(
     """
     if names is None:
         names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(queries) + 1))]
-    lists = []
-    for i, q in enumerate(queries):
-        with lane(names[i] if i < len(names) else f"query{i + 1}"):  # for a traced search
-            lists.append(retriever.retrieve(q, top_k=top_k, where=where))
+    lists = _search_each(retriever, queries, names, top_k, where)
     if len(lists) == 1:
         return list(lists[0])
     docs: dict[str, Document] = {}
@@ -55,3 +52,24 @@ def search_queries(
         Hit(docs[doc_id], score, rank, tuple(legs[doc_id]))
         for rank, (doc_id, score) in enumerate(fused, start=1)
     ]
+
+
+def _search_each(
+    retriever: Retriever,
+    queries: Sequence[str],
+    names: Sequence[str],
+    top_k: int,
+    where: Mapping[str, Any] | None,
+) -> list[list[Hit]]:
+    """Each query's hits; a ``retrieve_many`` (the hybrid store's) embeds the queries at once.
+
+    ``names`` are the queries' lanes, for a traced search (:func:`corrective_rag.tracing.lane`).
+    """
+    many = getattr(retriever, "retrieve_many", None)
+    if len(queries) > 1 and callable(many):
+        return [list(hits) for hits in many(queries, top_k=top_k, where=where, lanes=names)]
+    lists = []
+    for i, q in enumerate(queries):
+        with lane(names[i] if i < len(names) else f"query{i + 1}"):
+            lists.append(list(retriever.retrieve(q, top_k=top_k, where=where)))
+    return lists

@@ -17,6 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.logs import get_logger
@@ -283,19 +284,32 @@ def _typed(terms: frozenset[str], question_terms: set[str]) -> bool:
     the question holds them: a document's dates and version numbers say when it was written,
     not what the question is about.
     """
-    odd = [t for t in terms if len(t) < 2 or any(c.isdigit() for c in t) or _CALENDAR.fullmatch(t)]
-    if not all(t in question_terms for t in odd):
+    if not all(t in question_terms for t in terms if _odd(t)):
         return False
     # a word in a script the question is not written in (a name's native spelling beside its
     # English one) is not what the person asking would type
     return _scripts(terms) <= _scripts(question_terms)
 
 
+# Every rewrite scans every term of every kept document's sentences: what a term is (odd, its
+# scripts) is worked out once per distinct term (both are pure in the term).
+_TERMS_CACHED = 1 << 16
+
+
+@lru_cache(maxsize=_TERMS_CACHED)
+def _odd(term: str) -> bool:
+    """A number, a year, a date or a single letter: nothing a person types unless asked."""
+    return len(term) < 2 or any(c.isdigit() for c in term) or bool(_CALENDAR.fullmatch(term))
+
+
 def _scripts(terms: Iterable[str]) -> frozenset[str]:
     """The writing systems of the letters in ``terms`` ("LATIN", "BENGALI", "CJK", ...)."""
-    return frozenset(
-        unicodedata.name(c, "UNKNOWN").split(" ")[0] for t in terms for c in t if c.isalpha()
-    )
+    return frozenset().union(*(_term_scripts(t) for t in terms))
+
+
+@lru_cache(maxsize=_TERMS_CACHED)
+def _term_scripts(term: str) -> frozenset[str]:
+    return frozenset(unicodedata.name(c, "UNKNOWN").split(" ")[0] for c in term if c.isalpha())
 
 
 def _rationale(

@@ -20,15 +20,17 @@ who wants the cost (and any error) up front.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from corrective_rag.errors import ConfigError, StoreError
+from corrective_rag.errors import ConfigError, InputError, StoreError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
@@ -42,6 +44,7 @@ from corrective_rag.store.checks import (
     check_candidates,
     check_not_stored,
     check_parts,
+    check_search,
     check_term,
     check_unique,
     check_where,
@@ -60,7 +63,7 @@ from corrective_rag.store.search import (
     fused_search,
     leg_search,
 )
-from corrective_rag.tracing import traced_retrieval
+from corrective_rag.tracing import lane, traced_retrieval
 from corrective_rag.types import Document, Hit
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
@@ -403,6 +406,57 @@ class HybridStore:
                 fetch=self._documents,
             )
 
+    def retrieve_many(
+        self,
+        queries: Sequence[str],
+        *,
+        top_k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        lanes: Sequence[str] | None = None,
+    ) -> list[list[Hit]]:
+        """:meth:`retrieve` of each query, in order, their embeddings computed in one batch.
+
+        The loop searches all its queries of one iteration this way: one forward pass of the
+        embedding model instead of one per query. A subclass that overrides :meth:`retrieve`
+        has it called per query instead, so that what it adds still applies. ``lanes``: the
+        loop's name for each query, recorded on its search's trace span.
+        """
+        if isinstance(queries, str | bytes) or not isinstance(queries, Iterable):
+            raise InputError("queries must be a sequence of strings")
+        queries = list(queries)
+        names = list(lanes or ())
+        if type(self).retrieve is not HybridStore.retrieve:
+            return [self.retrieve(q, top_k=top_k, where=where) for q in queries]
+        self._check_open()
+        for query in queries:
+            check_search(query, top_k, where)
+        if not queries:
+            return []
+        with foreign_failures("retrieve"):
+            vectors = self.embedder.embed(queries)
+        found = []
+        for i, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
+            with lane(names[i]) if i < len(names) else contextlib.nullcontext():
+                hits = self._retrieve_embedded(query, top_k=top_k, where=where, vector=vector)
+            found.append(hits)
+        return found
+
+    @traced_retrieval
+    def _retrieve_embedded(
+        self, query: str, *, top_k: int, where: Mapping[str, Any] | None, vector: Any
+    ) -> list[Hit]:
+        """:meth:`retrieve` with the query's embedding already computed (one traced search)."""
+        with foreign_failures("retrieve"):
+            return fused_search(
+                query,
+                top_k,
+                where,
+                candidates=self.candidates,
+                fusion=self.fusion,
+                run_legs=partial(self._runs, vector=vector),
+                fetch=self._documents,
+            )
+
     @traced_retrieval
     def search(
         self,
@@ -421,7 +475,13 @@ class HybridStore:
             return leg_search(query, leg, top_k, where, run_legs=self._runs, fetch=self._documents)
 
     def _runs(
-        self, query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
+        self,
+        query: str,
+        depth: int,
+        where: Mapping[str, Any] | None,
+        legs: Sequence[str],
+        *,
+        vector: Any = None,
     ) -> Runs | None:
         """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing.
 
@@ -429,7 +489,8 @@ class HybridStore:
         backends are each safe for concurrent readers (a local-mode Qdrant client serialises
         its own calls). A query that runs during a write may see one leg before the write and
         the other after it; hits whose document vanished are dropped
-        (:func:`~corrective_rag.store.search.fetched_hits`).
+        (:func:`~corrective_rag.store.search.fetched_hits`). ``vector``: the query's embedding,
+        when the caller computed it (:meth:`retrieve_many`).
         """
         backend, bm25 = self._dense, self._bm25
         runs: Runs = {}
@@ -443,7 +504,8 @@ class HybridStore:
             assert backend.lexical is not None  # a backend without one has BM25 beside
             runs["bm25"] = backend.lexical.sparse(query, depth, where)
         if "dense" in legs:
-            vector = self.embedder.embed([query])[0]
+            if vector is None:
+                vector = self.embedder.embed([query])[0]
             runs["dense"] = backend.dense(vector, depth, where)
         return runs
 

@@ -11,6 +11,7 @@ Each satisfies one protocol of :mod:`corrective_rag.protocols`::
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,7 +53,12 @@ class ListRetriever:
         ids = [d.id for d in self.documents]
         if len(ids) != len(set(ids)):
             raise ConfigError("ListRetriever: document ids must be unique")
-        self._tokens = [tokenize(d.text) for d in self.documents]
+        # token -> (position, occurrences) of each document holding it: a query reads only the
+        # documents that share a token with it (scores as counting every token would give)
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        for position, doc in enumerate(self.documents):
+            for token, count in Counter(tokenize(doc.text)).items():
+                self._postings.setdefault(token, []).append((position, count))
         self.queries: list[str] = []
 
     def retrieve(
@@ -62,14 +68,16 @@ class ListRetriever:
         if top_k <= 0:
             raise ConfigError(f"top_k must be > 0, got {top_k}")
         self.queries.append(query)
-        terms = set(tokenize(query))
+        counts: dict[int, int] = {}
+        for term in set(tokenize(query)):
+            for position, count in self._postings.get(term, ()):
+                counts[position] = counts.get(position, 0) + count
         scored = []
-        for position, (doc, tokens) in enumerate(zip(self.documents, self._tokens, strict=True)):
+        for position, count in counts.items():
+            doc = self.documents[position]
             if where and any(doc.metadata.get(k) != v for k, v in where.items()):
                 continue
-            score = float(sum(1 for t in tokens if t in terms))
-            if score > 0:
-                scored.append((-score, position, doc))
+            scored.append((-float(count), position, doc))
         scored.sort(key=lambda item: (item[0], item[1]))
         return [
             Hit(document=doc, score=-neg, rank=rank)

@@ -9,6 +9,7 @@ plural/suffix folding (``s``, ``es``, ``ies``) so that "parsers" and "parser" me
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -174,6 +175,14 @@ STOPWORDS = frozenset(
 )
 
 
+# The loop tokenizes the same question, queries and documents at every step (the rewriters, the
+# drift guard, the local judge): each distinct text is tokenized once. Bounded, so that indexing a
+# large folder (each text seen once) cannot grow it; words repeat far more than texts.
+_TEXTS_CACHED = 4096
+_WORDS_CACHED = 1 << 16
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
 def _fold(word: str) -> str:
     """Fold common English plural endings; keep short words and numbers as they are."""
     if len(word) <= 3 or word.isdigit():
@@ -189,9 +198,24 @@ def _fold(word: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     r"""Split ``text`` into BM25 tokens: lower-cased ``\\w+`` words, stop words dropped, folded."""
-    return [_fold(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    return list(_tokens(text)) if type(text) is str else _split(text)
 
 
 def content_terms(text: str) -> frozenset[str]:
     """The set of content tokens of ``text`` (what the drift guard and overlap checks compare)."""
-    return frozenset(tokenize(text))
+    return _terms(text) if type(text) is str else frozenset(_split(text))
+
+
+def _split(text: str) -> list[str]:
+    return [_fold(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+@functools.lru_cache(maxsize=_TEXTS_CACHED)
+def _tokens(text: str) -> tuple[str, ...]:
+    """``tokenize`` of one text, kept: tokens are pure in the text."""
+    return tuple(_split(text))
+
+
+@functools.lru_cache(maxsize=_TEXTS_CACHED)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(_tokens(text))

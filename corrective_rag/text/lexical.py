@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.text import STOPWORDS, tokenize
@@ -48,6 +49,9 @@ MIN_TERM_WEIGHT = 0.1
 _CONNECTORS = frozenset(["of", "the", "de", "da", "di", "du", "van", "von", "la", "le"])
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WORD_OR_PUNCT = re.compile(r"[\w'&.-]+|[^\w\s]", re.UNICODE)
+# The loop asks for the sentences, names and phrase form of the same documents and question at
+# every step (the local judge, both rewriters): each distinct text is read once (they are pure).
+_TEXTS_CACHED = 4096
 
 
 def sentence_spans(text: str, *, min_chars: int = 0) -> list[tuple[int, int]]:
@@ -81,6 +85,17 @@ def sentence_spans(text: str, *, min_chars: int = 0) -> list[tuple[int, int]]:
 
 def split_sentences(text: str, *, limit: int = 20) -> list[str]:
     """Split ``text`` into at most ``limit`` sentences, merging fragments that are too short."""
+    if type(text) is not str:
+        return _sentences(text, limit)
+    return list(_kept_sentences(text, limit))
+
+
+@lru_cache(maxsize=_TEXTS_CACHED)
+def _kept_sentences(text: str, limit: int) -> tuple[str, ...]:
+    return tuple(_sentences(text, limit))
+
+
+def _sentences(text: str, limit: int) -> list[str]:
     spans = sentence_spans(text, min_chars=MIN_SENTENCE_CHARS)
     return [text[s:e] for s, e in spans[:limit]]
 
@@ -190,6 +205,15 @@ def name_phrases(text: str) -> list[str]:
     single capitalised stop word ("The", "In") is not a phrase, and phrases lose leading and
     trailing connectors.
     """
+    return list(_names(text)) if type(text) is str else _name_phrases(text)
+
+
+@lru_cache(maxsize=_TEXTS_CACHED)
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(_name_phrases(text))
+
+
+def _name_phrases(text: str) -> list[str]:
     phrases: list[str] = []
     run: list[str] = []
 
@@ -224,6 +248,15 @@ def phrase_form(text: str) -> str:
     An ampersand reads "and". The result is padded with spaces, so that
     ``f" {phrase} " in form`` matches whole words.
     """
+    return _phrase_form(text) if type(text) is str else _form(text)
+
+
+@lru_cache(maxsize=_TEXTS_CACHED)
+def _phrase_form(text: str) -> str:
+    return _form(text)
+
+
+def _form(text: str) -> str:
     text = html.unescape(text).lower().replace("&", " and ")
     return f" {' '.join(_WORD.findall(text))} "
 

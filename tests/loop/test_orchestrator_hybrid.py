@@ -42,3 +42,35 @@ def test_loop_runs_on_the_real_hybrid_store(embedder: SentenceTransformerEmbedde
     assert {"bm25", "dense"} == first_legs
     later_legs = {leg.leg for r in result.history[1].retrieved for leg in r.legs}
     assert {"question", "rewrite"} == later_legs
+
+
+class _CountingEmbedder:
+    """The real embedder, keeping the texts of every ``embed`` call (one entry per call)."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.calls.append(list(texts))
+        return self.inner.embed(texts)
+
+
+def test_an_iteration_embeds_all_its_queries_in_one_batch(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """The question and the rewrite searched in one iteration are embedded in one call."""
+    counting = _CountingEmbedder(embedder)
+    with HybridStore.in_memory(embedder=counting) as store:
+        store.add(CORPUS)
+        counting.calls.clear()  # the documents' own embedding
+        orch = CorrectiveRAGOrchestrator(
+            store,
+            ScriptedEvaluator(RELEVANT, default=0.05),
+            ScriptedRewriter(["nectar honey stomach foragers"]),
+            top_k=2,
+            max_iterations=4,
+        )
+        result = orch.run(QUESTION)
+    assert 2 == result.iterations
+    assert [[QUESTION], [QUESTION, "nectar honey stomach foragers"]] == counting.calls

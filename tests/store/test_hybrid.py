@@ -205,3 +205,26 @@ def test_closed_store_refuses_calls(embedder) -> None:
 def test_tokenizer_folds_plurals_for_bm25() -> None:
     """The store's tokenizer lower-cases, drops stop words and folds plurals."""
     assert ["owl", "bird", "prey"] == tokenize("The Owls are birds of prey")
+
+
+def test_retrieve_many_is_retrieve_of_each_query(embedder: SentenceTransformerEmbedder) -> None:
+    """``retrieve_many`` returns what ``retrieve`` returns for each query, in order."""
+    docs = [
+        Document("bees", "Bees make honey from nectar."),
+        Document("nile", "The Nile flows north."),
+        Document("yeast", "Yeast makes bread rise."),
+    ]
+    queries = ["honey bees", "river flowing north", "bread"]
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(docs)
+        one_by_one = [store.retrieve(q, top_k=2) for q in queries]
+        together = store.retrieve_many(queries, top_k=2)
+    assert [[(h.document.id, h.rank) for h in hits] for hits in one_by_one] == [
+        [(h.document.id, h.rank) for h in hits] for hits in together
+    ]
+
+
+def test_retrieve_many_refuses_a_bare_string(embedder: SentenceTransformerEmbedder) -> None:
+    """A single string is no list of queries: InputError, not a search per letter."""
+    with HybridStore.in_memory(embedder=embedder) as store, pytest.raises(InputError):
+        store.retrieve_many("honey", top_k=2)

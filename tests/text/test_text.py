@@ -41,3 +41,27 @@ def test_words_with_combining_marks_stay_whole():
     assert ["ঈনাসুল", "ফাতেহ"] == tokenize("ঈনাসুল ফাতেহ")
     assert ["ภาษาไทย"] == tokenize("ภาษาไทย")
     assert ["cafe\u0301", "naïve", "東京"] == tokenize("Cafe\u0301, naïve 東京")
+
+
+def test_text_passes_are_worked_out_once_per_text():
+    """The loop's repeated text passes are answered from a per-text memo, never recomputed."""
+    from corrective_rag.text import lexical
+
+    text = "Ada Lovelace wrote notes on the Analytical Engine. She was born in London."
+    before = (lexical._names.cache_info().misses, lexical._kept_sentences.cache_info().misses)
+    for _ in range(3):
+        assert ["Ada Lovelace", "Analytical Engine", "London"] == lexical.name_phrases(text)
+        assert 2 == len(split_sentences(text))
+    after = (lexical._names.cache_info().misses, lexical._kept_sentences.cache_info().misses)
+    assert (1, 1) == (after[0] - before[0], after[1] - before[1])
+
+
+def test_a_caller_changing_its_tokens_changes_no_later_result():
+    """Each call returns a list of its own: the memo behind it cannot be changed from outside."""
+    text = "Cached parsers of cached libraries"
+    tokens = tokenize(text)
+    tokens.append("junk")
+    lexical_sentences = split_sentences(text)
+    lexical_sentences.clear()
+    assert ["cached", "parser", "cached", "library"] == tokenize(text)
+    assert [text] == split_sentences(text)

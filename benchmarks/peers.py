@@ -1,0 +1,218 @@
+"""Seconds per question beside the LangGraph CRAG design, at a given model latency, in one run.
+
+Three arms answer the same questions over the same in-memory hybrid store (BM25 + dense in
+chromadb), against the same scripted model judging from the qrels (``benchmarks/qrels_judge.py``,
+in its own process, at ``--latency-ms``):
+
+* ``ours``: the README's wiring, ``CorrectiveRAGOrchestrator(store, LLMEvaluator(chat),
+  LLMRewriter(chat), generator=LLMGenerator(chat))`` with ``top_k=k``;
+* ``langgraph``: the LangGraph CRAG tutorial's graph, node for node, in plain Python (no
+  framework overhead counted against it): retrieve the question's top ``k``; grade each document
+  in a call of its own, one after another; when any is irrelevant, rewrite the question (one
+  call) and add the rewrite's top 3 hits ungraded (the tutorial's web search, here the same
+  store); answer from what is left (one call): 6 calls when a document is dropped;
+* ``single_search``: one ``store.retrieve(question, top_k=k)``, the floor any design pays.
+
+Query embeddings are computed live (the embedder's cache is emptied before each arm's run of a
+question; the corpus's come from the disk cache), on one torch thread; ``--cached-queries``
+takes them from the model's cache instead (a warm-up pass over every question), leaving each
+design's own cost. The arms take turns per question, so that a change in the machine's load
+reaches all three. Each arm reports seconds per question (mean, p50), LLM calls, query texts
+through the encoder, and the share of questions whose supporting paragraphs (the qrels) are all
+among the documents it kept (``all_found``).
+
+    python benchmarks/peers.py DATA --limit 50 --k 4 --latency-ms 0 --json peers.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from benchmarks.beir import Collection, load_collection
+from benchmarks.cache import DiskCachedEmbedder, default_cache_path
+from benchmarks.overhead import judge_process
+from corrective_rag.evaluate.llm import LLMEvaluator
+from corrective_rag.generate.llm import LLMGenerator
+from corrective_rag.llm import prompts
+from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.store.hybrid import HybridStore
+
+WEB_RESULTS = 3  # the tutorial's TavilySearchResults(k=3)
+
+
+class LangGraphDesign:
+    """The LangGraph CRAG tutorial's graph: retrieve, grade each, rewrite + search, generate."""
+
+    def __init__(self, store: HybridStore, chat: OpenAIChatClient, k: int) -> None:
+        self.store, self.chat, self.k = store, chat, k
+        self.calls = 0
+
+    def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        reply = self.chat.complete(messages, json_schema=schema, max_tokens=256)
+        out: dict[str, Any] = json.loads(reply.text)  # with_structured_output parses it so
+        return out
+
+    def run(self, question: str) -> list[str]:
+        """The ids of the documents the answer is generated from."""
+        hits = self.store.retrieve(question, top_k=self.k)
+        kept = []
+        for hit in hits:  # grade_documents: one call per document, in a loop
+            doc = hit.document
+            obj = self._ask(
+                prompts.grader_messages(question, [(doc.id, doc.text)]),
+                prompts.verdict_schema(),
+            )
+            verdicts = obj.get("verdicts") or [{}]
+            if verdicts[0].get("relevant") is True:
+                kept.append(doc)
+        if len(kept) < len(hits):  # decide_to_generate: any irrelevant -> transform_query
+            obj = self._ask(prompts.rewriter_messages(question, [], []), prompts.rewrite_schema())
+            better = str(obj.get("query") or question)
+            known = {d.id for d in kept}
+            for hit in self.store.retrieve(better, top_k=WEB_RESULTS):  # web_search
+                if hit.document.id not in known:
+                    kept.append(hit.document)
+        ids = [d.id for d in kept]
+        self._ask(prompts.generator_messages(question, kept), prompts.answer_schema(ids))
+        return ids
+
+
+class Arm:
+    """One design's seconds, calls and kept ids per question."""
+
+    def __init__(self, name: str, run: Callable[[str], tuple[list[str], int]]) -> None:
+        self.name, self.run = name, run
+        self.seconds: list[float] = []
+        self.calls: list[int] = []
+        self.found: list[bool] = []
+        self.embedded: list[int] = []  # query texts through the model (its cache missed)
+
+    def once(self, question: str, relevant: frozenset[str], model: Any) -> None:
+        embedded = model.texts_embedded
+        started = time.perf_counter()
+        kept, calls = self.run(question)
+        self.seconds.append(time.perf_counter() - started)
+        self.embedded.append(model.texts_embedded - embedded)
+        self.calls.append(calls)
+        self.found.append(relevant <= set(kept))
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "mean_seconds": round(statistics.fmean(self.seconds), 4),
+            "p50_seconds": round(statistics.median(self.seconds), 4),
+            "llm_calls": round(statistics.fmean(self.calls), 2),
+            "all_found": round(statistics.fmean(self.found), 3),
+            "queries_embedded": round(statistics.fmean(self.embedded), 2),
+        }
+
+
+def build_store(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:
+    """The collection in an in-memory store; the corpus's vectors from the disk cache."""
+    embedder.embed([d.text for d in collection.documents])
+    embedder.save()
+    store = HybridStore.in_memory(embedder=embedder)
+    store.add(collection.documents)
+    embedder.caching = False  # queries from here on go through the model
+    return store
+
+
+def arms(store: HybridStore, url: str, k: int) -> list[Arm]:
+    chat = OpenAIChatClient(url, "scripted")
+    ours = CorrectiveRAGOrchestrator(
+        store, LLMEvaluator(chat), LLMRewriter(chat), generator=LLMGenerator(chat), top_k=k
+    )
+    peer = LangGraphDesign(store, OpenAIChatClient(url, "scripted"), k)
+
+    def run_ours(question: str) -> tuple[list[str], int]:
+        result = ours.run(question)
+        return list(result.kept_ids), result.usage.total.llm_calls
+
+    def run_peer(question: str) -> tuple[list[str], int]:
+        before = peer.calls
+        kept = peer.run(question)
+        return kept, peer.calls - before
+
+    def run_single(question: str) -> tuple[list[str], int]:
+        return [h.document.id for h in store.retrieve(question, top_k=k)], 0
+
+    return [Arm("ours", run_ours), Arm("langgraph", run_peer), Arm("single_search", run_single)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", help="collection folder in BEIR layout")
+    parser.add_argument("--limit", type=int, default=50, help="first N questions")
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--warm-up", type=int, default=3, help="questions run first, unmeasured")
+    parser.add_argument(
+        "--cached-queries",
+        action="store_true",
+        help="every query's embedding from the model's cache (a warm-up pass over all questions):"
+        " the designs' own cost without the encoder",
+    )
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    import torch
+
+    torch.set_num_threads(1)
+    collection = load_collection(args.data)
+    model = SentenceTransformerEmbedder()
+    store = build_store(collection, DiskCachedEmbedder(model, default_cache_path(model)))
+    ids = list(collection.queries)[: args.limit]
+    judge, url = judge_process(args.data, latency_ms=args.latency_ms)
+    try:
+        designs = arms(store, url, args.k)
+        warm = ids if args.cached_queries else ids[: args.warm_up]
+        for qid in warm:  # tiktoken, the pools, the model's first pass (or every query's)
+            for arm in designs:
+                arm.run(collection.queries[qid])
+        designs = arms(store, url, args.k)  # empty verdict caches: each run grades again
+        for qid in ids:
+            for arm in designs:
+                if not args.cached_queries:
+                    model.clear_cache()
+                arm.once(collection.queries[qid], collection.relevant(qid), model)
+    finally:
+        judge.terminate()
+        judge.wait(timeout=30)
+    figures = {arm.name: arm.figures() for arm in designs}
+    ours, peer = figures["ours"]["mean_seconds"], figures["langgraph"]["mean_seconds"]
+    report = {
+        "collection": collection.name,
+        "questions": len(ids),
+        "k": args.k,
+        "latency_ms": args.latency_ms,
+        "query_embeddings": "cached" if args.cached_queries else "live",
+        "torch_threads": torch.get_num_threads(),
+        "load_average_1min": os.getloadavg()[0],
+        **figures,
+        "ours_over_langgraph": round(ours / peer, 3),
+    }
+    print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
