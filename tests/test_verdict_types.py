@@ -1,0 +1,128 @@
+"""The Verdict value checks types, not only ranges, and bounds what a verdict carries."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from corrective_rag.errors import InputError
+from corrective_rag.evaluate.policy import Decision, decide, get_policy
+from corrective_rag.loop.stopping import sureness
+from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.types import (
+    MAX_MISSING_CHARS,
+    MAX_MISSING_ITEMS,
+    MAX_RAW_CHARS,
+    MAX_REASONING_CHARS,
+    Relevance,
+    Verdict,
+    cut,
+)
+
+GOOD: dict[str, Any] = {
+    "document_id": "d",
+    "relevant": True,
+    "label": Relevance.HIGH,
+    "score": 0.9,
+    "confidence": 0.8,
+}
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("relevant", "false"),
+        ("relevant", "true"),
+        ("relevant", 1),
+        ("relevant", 0),
+        ("label", "high"),
+        ("score", True),
+        ("score", "0.9"),
+        ("score", math.nan),
+        ("score", math.inf),
+        ("confidence", False),
+        ("confidence", -math.inf),
+        ("confidence", math.nan),
+        ("reasoning", None),
+        ("reasoning", 3),
+        ("error", 1),
+        ("raw", b"bytes"),
+        ("document_id", 7),
+    ],
+)
+def test_verdict_refuses_a_field_of_the_wrong_type(field: str, value: object) -> None:
+    """A field of the wrong type is an InputError naming the field, not a truthy stand-in."""
+    with pytest.raises(InputError, match=field):
+        Verdict(**{**GOOD, field: value})
+
+
+def test_string_false_is_never_kept_nor_counted() -> None:
+    """relevant="false" cannot become a verdict, so it is never kept nor counted as relevant."""
+    with pytest.raises(InputError, match="relevant must be True, False or None"):
+        Verdict("d", "false", Relevance.HIGH, 0.9, 0.9)  # type: ignore[arg-type]
+    good = Verdict("d", False, Relevance.HIGH, 0.9, 0.9)
+    assert Decision.DROP == decide(good, get_policy("general"))
+    assert (0, 0.0) == sureness([good])
+
+
+def test_integer_scores_are_stored_as_floats() -> None:
+    """An int score or confidence (a JSON 1) is a real number and is stored as float."""
+    verdict = Verdict("d", True, Relevance.HIGH, 1, 0)
+    assert (1.0, 0.0) == (verdict.score, verdict.confidence)
+    assert (float, float) == (type(verdict.score), type(verdict.confidence))
+
+
+@given(
+    relevant=st.booleans(),
+    label=st.sampled_from(list(Relevance)),
+    score=st.floats(0.0, 1.0) | st.integers(0, 1),
+    confidence=st.floats(0.0, 1.0) | st.integers(0, 1),
+    reasoning=st.text(max_size=1200),
+    missing=st.lists(st.text(max_size=150), max_size=14),
+)
+def test_every_verdict_that_builds_reads_back_through_the_codec(
+    relevant: bool,
+    label: Relevance,
+    score: float,
+    confidence: float,
+    reasoning: str,
+    missing: list[str],
+) -> None:
+    """Whatever a Verdict accepts, the results codec reads back unchanged from its JSON."""
+    try:
+        verdict = Verdict("d", relevant, label, score, confidence, reasoning, tuple(missing))
+    except InputError:
+        return  # missing items with a comma inside split differently; not this test's concern
+    text = json.dumps(to_dict(verdict), allow_nan=False)
+    assert verdict == from_dict(Verdict, json.loads(text))
+
+
+def test_long_fields_are_cut_with_their_length_shown() -> None:
+    """A 100 KB reasoning, 3 x 50 KB missing and a 1 MB raw reply are cut to the caps."""
+    big = Verdict(
+        "d", True, Relevance.HIGH, 0.9, 0.9, reasoning="r" * 100_000, missing=("m" * 50_000,) * 3
+    )
+    assert MAX_REASONING_CHARS == len(big.reasoning)
+    assert big.reasoning.endswith("[... cut: 100,000 characters]")
+    assert [MAX_MISSING_CHARS] * 3 == [len(m) for m in big.missing]
+    assert big.missing[0].endswith("[... cut: 50,000 characters]")
+    many = Verdict("d", True, Relevance.HIGH, 0.9, 0.9, missing=tuple(f"t{i}" for i in range(50)))
+    assert tuple(f"t{i}" for i in range(MAX_MISSING_ITEMS)) == many.missing
+    raw = Verdict.ungraded("d", "unparseable reply", raw="{" * 1_000_000)
+    assert raw.raw is not None and MAX_RAW_CHARS == len(raw.raw)
+    assert raw.raw.endswith("[... cut: 1,000,000 characters]")
+
+
+@given(st.text(max_size=300), st.integers(0, 200))
+def test_cut_never_exceeds_its_limit_and_is_idempotent(text: str, limit: int) -> None:
+    """cut() returns at most limit characters (text unchanged when short) and a cut text stays."""
+    once = cut(text, limit)
+    assert len(once) <= limit
+    assert once == cut(once, limit)
+    if len(text) <= limit:
+        assert text == once
