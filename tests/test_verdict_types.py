@@ -126,3 +126,41 @@ def test_cut_never_exceeds_its_limit_and_is_idempotent(text: str, limit: int) ->
     assert once == cut(once, limit)
     if len(text) <= limit:
         assert text == once
+
+
+def test_each_refusal_names_the_verdict_and_the_rule() -> None:
+    """Half-graded, out of range, ungraded without a reason and bad missing: named in the error."""
+    with pytest.raises(InputError, match=r"'d7'.*must be all set \(graded\) or all None"):
+        Verdict("d7", True, None, 0.5, 0.5)
+    with pytest.raises(InputError, match=r"'d7': score 1.5 not in 0..1"):
+        Verdict("d7", True, Relevance.HIGH, 1.5, 0.5)
+    with pytest.raises(InputError, match=r"'d7': confidence -0.1 not in 0..1"):
+        Verdict("d7", True, Relevance.HIGH, 0.5, -0.1)
+    with pytest.raises(InputError, match=r"ungraded verdict for 'd7' needs an error message"):
+        Verdict("d7", None, None, None, None)
+    with pytest.raises(InputError, match=r"'d7': missing must be a tuple of strings"):
+        Verdict("d7", True, Relevance.HIGH, 0.5, 0.5, missing=(1, 2))  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="missing must be a tuple"):
+        Verdict("d7", True, Relevance.HIGH, 0.5, 0.5, missing=7)  # type: ignore[arg-type]
+    edges = Verdict("d7", True, Relevance.HIGH, 1.0, 0.0)
+    assert (1.0, 0.0) == (edges.score, edges.confidence)
+
+
+def test_missing_is_split_trimmed_and_spaced_once() -> None:
+    """A missing text splits at commas and semicolons; items lose outer and doubled spaces."""
+    verdict = Verdict("d", True, Relevance.HIGH, 0.9, 0.9, missing="the  date;  a place ,, x")  # type: ignore[arg-type]
+    assert ("the date", "a place", "x") == verdict.missing
+    listed = Verdict("d", True, Relevance.HIGH, 0.9, 0.9, missing=["a, b", "  ", "c  d"])  # type: ignore[arg-type]
+    assert ("a, b", "c d") == listed.missing
+
+
+def test_ungraded_keeps_its_id_error_and_raw() -> None:
+    """Verdict.ungraded records the id, the reason and what the model said."""
+    verdict = Verdict.ungraded("d7", "unparseable reply", raw="{oops")
+    assert ("d7", "unparseable reply", "{oops", False) == (
+        verdict.document_id,
+        verdict.error,
+        verdict.raw,
+        verdict.graded,
+    )
+    assert Verdict.ungraded("d7", "x").raw is None
