@@ -100,3 +100,35 @@ def test_an_unusable_number_keeps_the_reply_and_names_the_value() -> None:
 def test_numbers_and_padded_words_as_flags(value: object, expected: bool | None) -> None:
     """1 and 0 (int or float) are flags, other numbers are not; words are trimmed and cased."""
     assert expected == to_relevant(value)
+
+
+@pytest.mark.parametrize(
+    ("confidence", "expected"),
+    [(10, 1.0), (10.5, 0.105), (100, 1.0), (85, 0.85), ("40", 0.4)],
+)
+def test_a_confidence_above_ten_is_a_percentage_up_to_a_hundred(
+    confidence: object, expected: float
+) -> None:
+    """10 is read on 0-10 (1.0); from just above 10 up to 100 it is a percentage."""
+    assert expected == normalise_verdict("d", {"score": 0.9, "confidence": confidence}).confidence
+
+
+def test_a_confidence_above_a_hundred_is_unusable() -> None:
+    """101 fits no scale: the verdict is ungraded."""
+    assert not normalise_verdict("d", {"score": 0.9, "confidence": 101}).graded
+
+
+def test_a_declared_scale_of_one_is_the_unit_scale_and_zero_is_refused() -> None:
+    """scale 1 keeps 0.5 as 0.5; scale 0 makes the verdict ungraded, naming the key and value."""
+    assert 0.5 == normalise_verdict("d", {"score": 0.5, "scale": 1}).score
+    verdict = normalise_verdict("d", {"score": 0.5, "scale": 0})
+    assert verdict.error is not None and "scale 0 is not a scale" in verdict.error
+
+
+def test_a_long_value_is_shown_cut_in_the_reason() -> None:
+    """A 50-digit score is named by its first 37 characters and '...', a 40-character one whole."""
+    long = "9" * 50
+    error = normalise_verdict("d", {"score": long}).error or ""
+    assert f"value '{long[:36]}... is outside" in error
+    exact = "1" * 38  # repr adds two quotes: 40 characters, shown whole
+    assert f"value '{exact}' is outside" in (normalise_verdict("d", {"score": exact}).error or "")

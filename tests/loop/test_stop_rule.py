@@ -82,3 +82,20 @@ def test_sureness_counts_relevant_keeps_and_confident_needs_the_bar() -> None:
     assert (2, pytest.approx(1.3)) == sureness([keep(0.6), keep(0.7), keep(0.9, relevant=False)])
     assert confident(keep(0.7), POLICY) and not confident(keep(0.69), POLICY)
     assert not confident(keep(0.9, relevant=False), POLICY)
+
+
+def test_details_name_the_cap_only_when_full_and_list_every_missing_part() -> None:
+    """Without a full evaluator no cap is named; every shared missing part is listed."""
+    _, why = stop_rule([keep(0.9), keep(0.9)], POLICY)  # type: ignore[misc]
+    assert why.endswith("(2 of them at 0.7 or more)")
+    _, unsure = stop_rule([keep(0.4), keep(0.4)], POLICY, stalled=True)  # type: ignore[misc]
+    assert unsure.endswith(", and the last iteration kept nothing new")
+    two = [keep(0.9, ("a", "b")), keep(0.9, ("b", "a"))]
+    _, why = stop_rule(two, POLICY, full=2)  # type: ignore[misc]
+    assert why.startswith("2 kept, every one missing a, b; the evaluator")
+
+
+def test_different_missing_parts_do_not_block() -> None:
+    """Keeps missing different parts share none: the run may stop."""
+    kept = [keep(0.9, ("a",)), keep(0.9, ("b",))]
+    assert StopReason.ENOUGH_RELEVANT == stop_rule(kept, POLICY)[0]  # type: ignore[index]
