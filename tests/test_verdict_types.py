@@ -164,3 +164,11 @@ def test_ungraded_keeps_its_id_error_and_raw() -> None:
         verdict.graded,
     )
     assert Verdict.ungraded("d7", "x").raw is None
+
+
+def test_cut_keeps_a_text_of_exactly_the_limit_and_marks_at_the_mark_length() -> None:
+    """A text as long as the limit is kept whole; a limit as long as the mark gives the mark."""
+    assert "x" * 100 == cut("x" * 100, 100)
+    mark = " [... cut: 101 characters]"
+    assert mark == cut("x" * 101, len(mark))
+    assert "x" * (len(mark) - 1) == cut("x" * 101, len(mark) - 1)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from corrective_rag.errors import VerdictParseError
-from corrective_rag.evaluate.normalise import DEFAULT_CONFIDENCE, normalise_verdict, to_relevant
+from corrective_rag.evaluate.normalise import (
+    DEFAULT_CONFIDENCE,
+    normalise_verdict,
+    to_relevant,
+    to_unit,
+)
 from corrective_rag.types import Relevance
 
 
@@ -132,3 +137,19 @@ def test_a_long_value_is_shown_cut_in_the_reason() -> None:
     assert f"value '{long[:36]}... is outside" in error
     exact = "1" * 38  # repr adds two quotes: 40 characters, shown whole
     assert f"value '{exact}' is outside" in (normalise_verdict("d", {"score": exact}).error or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("1/0", "value '1/0' has no usable scale"),
+        ("-0.5", "value '-0.5' is outside its scale"),
+        ("NaN", "value 'NaN' is not a finite number"),
+    ],
+)
+def test_to_unit_names_the_value_and_keeps_it_as_raw(value: str, said: str) -> None:
+    """to_unit's refusal says which value and why, and carries the value as raw."""
+    with pytest.raises(VerdictParseError) as caught:
+        to_unit(value)
+    assert said in str(caught.value)
+    assert value == caught.value.raw
