@@ -22,6 +22,7 @@ from corrective_rag.types import (
     Relevance,
     Verdict,
     cut,
+    missing_items,
 )
 
 GOOD: dict[str, Any] = {
@@ -130,7 +131,9 @@ def test_cut_never_exceeds_its_limit_and_is_idempotent(text: str, limit: int) ->
 
 def test_each_refusal_names_the_verdict_and_the_rule() -> None:
     """Half-graded, out of range, ungraded without a reason and bad missing: named in the error."""
-    with pytest.raises(InputError, match=r"'d7'.*must be all set \(graded\) or all None"):
+    with pytest.raises(
+        InputError, match=r"'d7': relevant, .*must be all set \(graded\) or all None \(ungraded\)$"
+    ):
         Verdict("d7", True, None, 0.5, 0.5)
     with pytest.raises(InputError, match=r"'d7': score 1.5 not in 0..1"):
         Verdict("d7", True, Relevance.HIGH, 1.5, 0.5)
@@ -172,3 +175,9 @@ def test_cut_keeps_a_text_of_exactly_the_limit_and_marks_at_the_mark_length() ->
     mark = " [... cut: 101 characters]"
     assert mark == cut("x" * 101, len(mark))
     assert "x" * (len(mark) - 1) == cut("x" * 101, len(mark) - 1)
+
+
+def test_missing_items_alone_names_no_verdict() -> None:
+    """missing_items called without an id names the empty id in its refusal."""
+    with pytest.raises(InputError, match=r"^verdict for '': missing must be a tuple of strings$"):
+        missing_items(7)
