@@ -205,7 +205,8 @@ def _declared_scale(item: Mapping[str, Any]) -> float | None:
         if number is None:
             continue
         if not math.isfinite(number) or number <= 0:
-            raise VerdictParseError(f"{key} {_shown(value)} is not a scale", raw=str(value))
+            # caught by normalise_verdict, whose ungraded verdict keeps the whole reply
+            raise VerdictParseError(f"{key} {_shown(value)} is not a scale")
         return number
     return None
 

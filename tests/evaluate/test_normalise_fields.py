@@ -153,3 +153,11 @@ def test_to_unit_names_the_value_and_keeps_it_as_raw(value: str, said: str) -> N
         to_unit(value)
     assert said in str(caught.value)
     assert value == caught.value.raw
+
+
+def test_a_value_one_past_the_shown_length_is_cut_and_no_raw_is_empty() -> None:
+    """A 41-character value is shown cut; without a reply given, raw is the empty string."""
+    over = "1" * 39  # repr adds two quotes: 41 characters
+    verdict = normalise_verdict("d", {"score": over})
+    assert f"value '{over[:36]}... is outside" in (verdict.error or "")
+    assert "" == verdict.raw
