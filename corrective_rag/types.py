@@ -43,6 +43,7 @@ __all__ = [
     "Strip",
     "Usage",
     "Verdict",
+    "cut",
     "missing_items",
     "record_fields",
 ]
@@ -174,6 +175,30 @@ def missing_items(value: object, document_id: str = "") -> tuple[str, ...]:
     return tuple(item for v in value if (item := " ".join(v.split())))
 
 
+# What one verdict may carry (issue 31): a model's reply is untrusted, and a verdict is
+# written to every results file and report. The grading prompt asks for a reasoning of at most
+# 12 words (about 80 characters) and a few short missing terms; these caps leave ten times that
+# and more, so that a model that ignores the prompt a little loses nothing, while a reply of
+# 100 KB of reasoning costs a results file 1 KB. A cut text ends with how long it was.
+MAX_REASONING_CHARS = 1000
+MAX_MISSING_ITEMS = 10  # the stop rule and the rewriters read the first (heaviest) few
+MAX_MISSING_CHARS = 100  # a term or short phrase, not a sentence
+MAX_RAW_CHARS = 4000  # what the model said, kept only to show why a verdict is ungraded
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its start and how long it was when longer than ``limit`` characters.
+
+    The result is never longer than ``limit`` (so cutting again changes nothing).
+    """
+    if len(text) <= limit:
+        return text
+    mark = f" [... cut: {len(text):,} characters]"
+    if limit < len(mark):
+        return text[: max(limit, 0)]
+    return text[: limit - len(mark)] + mark
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """An evaluator's judgement of one document against the original question.
@@ -212,10 +237,23 @@ class Verdict:
             ``HIGH_FROM`` relevant (high). An evaluator with a yes/no decision and no middle
             grade (the local judge) scores its relevant verdicts from ``HIGH_FROM``.
         confidence: how likely the verdict (relevant or not) is right, 0..1.
-        missing: what the question asks that the document does not hold, as short terms or
-            phrases, heaviest first (``()``: nothing, or not said). The stop rule and the
+        missing: what the judge says the question still needs answered that the document
+            does not answer, as short terms or phrases, heaviest first (``()``: nothing, or not
+            said; a judge that cannot tell, such as the offline one, says nothing: a list of
+            question words the document lacks is not this). The stop rule and the
             rewriters compare these items as given; a string is taken as one comma- or
-            semicolon-separated list (how older records and LLM replies write it).
+            semicolon-separated list (how older records and LLM replies write it). At most
+            ``MAX_MISSING_ITEMS`` items of at most ``MAX_MISSING_CHARS`` characters each.
+
+    Types are checked, not only ranges: ``relevant`` is a ``bool`` (``"false"`` or ``1`` is
+    refused, never kept as truthy), ``label`` a :class:`Relevance`, ``score`` and
+    ``confidence`` real numbers (not ``bool``, not NaN nor infinite) stored as ``float``;
+    ``reasoning`` is a string and ``error`` and ``raw`` strings or ``None``. A reasoning longer
+    than ``MAX_REASONING_CHARS`` and a raw reply longer than ``MAX_RAW_CHARS`` are cut, ending
+    with their length (:func:`cut`).
+
+    Raises:
+        InputError: a field of the wrong type or out of range.
     """
 
     document_id: str
@@ -229,17 +267,39 @@ class Verdict:
     raw: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "missing", missing_items(self.missing, self.document_id))
+        if not isinstance(self.document_id, str):
+            raise InputError(f"verdict document_id must be a string, got {self.document_id!r}")
+        where = f"verdict for {self.document_id!r}"
+        missing = missing_items(self.missing, self.document_id)[:MAX_MISSING_ITEMS]
+        object.__setattr__(self, "missing", tuple(cut(m, MAX_MISSING_CHARS) for m in missing))
         graded = (self.relevant, self.label, self.score, self.confidence)
         if any(v is None for v in graded) and any(v is not None for v in graded):
             raise InputError(
-                f"verdict for {self.document_id!r}: relevant, label, score and confidence "
+                f"{where}: relevant, label, score and confidence "
                 "must be all set (graded) or all None (ungraded)"
             )
+        if self.relevant is not None and not isinstance(self.relevant, bool):
+            raise InputError(
+                f"{where}: relevant must be True, False or None, got {self.relevant!r}"
+            )
+        if self.label is not None and not isinstance(self.label, Relevance):
+            raise InputError(f"{where}: label must be a Relevance or None, got {self.label!r}")
         for name in ("score", "confidence"):
             value = getattr(self, name)
-            if value is not None and not 0.0 <= value <= 1.0:
-                raise InputError(f"verdict for {self.document_id!r}: {name} {value} not in 0..1")
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InputError(f"{where}: {name} must be a number in 0..1, got {value!r}")
+            if not 0.0 <= value <= 1.0:  # NaN fails this too
+                raise InputError(f"{where}: {name} {value} not in 0..1")
+            object.__setattr__(self, name, float(value))
+        for name in ("reasoning", "error", "raw"):
+            value = getattr(self, name)
+            if not isinstance(value, str) and (name == "reasoning" or value is not None):
+                raise InputError(f"{where}: {name} must be a string, got {value!r}")
+        object.__setattr__(self, "reasoning", cut(self.reasoning, MAX_REASONING_CHARS))
+        if self.raw is not None:
+            object.__setattr__(self, "raw", cut(self.raw, MAX_RAW_CHARS))
         if self.relevant is None and not self.error:
             raise InputError(f"ungraded verdict for {self.document_id!r} needs an error message")
 

@@ -40,7 +40,9 @@ does not travel (on a held-out single-hop collection whose probabilities ran hig
 four irrelevant documents for each relevant one); the bounds do not depend on the level. The
 verdict's score maps ``p`` onto the verdict scale (:func:`verdict_score`: the cut lands where the
 scale's relevant verdicts begin); the confidence is the probability that the verdict is right
-(``p`` for a kept document, ``1 - p`` for a rejected one). The documents are read by the model
+(``p`` for a kept document, ``1 - p`` for a rejected one). Its verdicts' ``missing`` is always
+empty: ``missing`` is what a judge says is still unanswered, which word overlap cannot tell (the
+question words a document lacks are named in the reasoning). The documents are read by the model
 once each per evaluation (their sentences' vectors pool the same pass), and nothing is
 remembered between calls.
 """
@@ -93,6 +95,7 @@ __all__ = [
 log = get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
+_TOP_REJECTED = RELEVANT_FROM - 1e-4  # the highest rejected score at the verdicts' 4 decimals
 # Fitted by `python benchmarks/calibrate_local.py HOTPOTQA CISI CRANFIELD CACM --judged loop --fit`
 # over HotpotQA-500, CISI, Cranfield and CACM pooled (each collection weighs the same): logistic
 # regression (scipy BFGS, light ridge) on the documents the corrective loop at its defaults sends
@@ -154,7 +157,10 @@ class LocalEvaluator:
     Attributes:
         documents_per_call: ``None``: no LLM calls, so a call budget never caps its documents.
         keeps_at_most: ``weights.cap``, the most of a question's judged documents it keeps
-            (``None``: no cap); the orchestrator lowers a default ``min_relevant`` to it.
+            (``None``: no cap), over all its calls for the question: the relevant verdicts
+            among the judged documents :meth:`evaluate_in_context` is passed have used their
+            slots. The orchestrator lowers a default ``min_relevant`` to it and stops the run
+            once that many are judged relevant (nothing more could be kept).
     """
 
     documents_per_call: int | None = None
@@ -317,9 +323,10 @@ class LocalEvaluator:
         """Judge ``documents`` beside ``judged``, the documents judged before for the question.
 
         The same arguments always give the same verdicts. ``judged`` (the run's earlier
-        documents, with or without their verdicts; the verdicts are not read) only sets the
-        reference for the gaps and the pool of title links; a document of ``documents`` that
-        is also in ``judged`` is judged once, as one of ``documents``.
+        documents, with or without their verdicts) sets the reference for the gaps and the pool
+        of title links; a document of ``documents`` that is also in ``judged`` is judged once,
+        as one of ``documents``. Its verdicts are read for one thing only: under a cap
+        (``weights.cap``) each earlier relevant verdict takes one of the question's slots.
         """
         docs = [j.document if isinstance(j, Judged) else j for j in judged]
         _check(question, documents)
@@ -330,9 +337,13 @@ class LocalEvaluator:
         probabilities = [self.weights.score(f) for f in pool]
         w = self.weights
         cut = keep_from(probabilities, w.threshold, w.keep_at, margin=w.margin, cap=w.cap)
+        batch = probabilities[: len(documents)]
+        keep = _within_cap(batch, cut, _slots_left(w.cap, judged))
         verdicts = tuple(
-            self._verdict(doc, feat, p, cut)
-            for doc, feat, p in zip(documents, pool, probabilities, strict=False)
+            self._verdict(doc, feat, p, cut, relevant=i in keep)
+            for i, (doc, feat, p) in enumerate(
+                zip(documents, pool[: len(documents)], batch, strict=True)
+            )
         )
         log.debug(
             "local_evaluation",
@@ -343,20 +354,55 @@ class LocalEvaluator:
         return Evaluation(verdicts, Usage())
 
     def _verdict(
-        self, document: Document, features: LocalFeatures, probability: float, cut: float
+        self,
+        document: Document,
+        features: LocalFeatures,
+        probability: float,
+        cut: float,
+        *,
+        relevant: bool,
     ) -> Verdict:
-        relevant = probability >= cut
+        score = round(verdict_score(probability, cut), 4)
+        if not relevant:  # above the cut but past the cap: the top of the rejected band
+            score = min(score, _TOP_REJECTED)
         return Verdict(
             document.id,
             relevant,
             Relevance.HIGH if relevant else Relevance.LOW,
-            round(verdict_score(probability, cut), 4),
+            score,
             # the logistic output is a probability of relevance fitted on the qrels, so the
             # confidence in a verdict is the probability that it is right
             round(probability if relevant else 1.0 - probability, 4),
             reasoning=_reasoning(features),
-            missing=features.missing,
+            # ``missing`` is what the judge says the question still needs answered; this judge
+            # cannot tell that (a question word a document lacks, "name" or "per", is seldom an
+            # unanswered part), so it says nothing; the reasoning lists the words it lacks
+            missing=(),
         )
+
+
+def _slots_left(cap: int | None, judged: Sequence[Judged | Document]) -> int | None:
+    """How many more documents a judge held to ``cap`` a question may call relevant.
+
+    The cap holds for the question, not for one call: the relevant verdicts among ``judged``
+    (the run's earlier verdicts, which the loop passes) have used their slots. Plain documents
+    carry no verdict and use none.
+    """
+    if cap is None:
+        return None
+    used = sum(1 for j in judged if isinstance(j, Judged) and j.verdict.relevant is True)
+    return max(cap - used, 0)
+
+
+def _within_cap(probabilities: Sequence[float], cut: float, slots: int | None) -> frozenset[int]:
+    """The positions of the batch kept: at the cut or above, the ``slots`` most probable.
+
+    Equal probabilities go to the earlier position, so that ``slots`` is never exceeded.
+    """
+    above = [i for i, p in enumerate(probabilities) if p >= cut]
+    if slots is not None:
+        above = sorted(above, key=lambda i: (-probabilities[i], i))[:slots]
+    return frozenset(above)
 
 
 def _context_documents(judged: Sequence[Document], documents: Sequence[Document]) -> list[Document]:
@@ -410,7 +456,8 @@ def _reasoning(features: LocalFeatures) -> str:
     total = len(features.matched) + len(features.missing)
     parts = [
         f"covers {len(features.matched)}/{total} question terms"
-        + (f" ({', '.join(features.matched)})" if features.matched else ""),
+        + (f" ({', '.join(features.matched)})" if features.matched else "")
+        + (f", lacks {', '.join(features.missing)}" if features.missing else ""),
         f"best sentence (cosine {features.sentence:.2f}): {_quote(features.best_sentence)!r}",
         f"document cosine {features.dense:.2f}",
     ]

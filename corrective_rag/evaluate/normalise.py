@@ -30,6 +30,11 @@ Other defaults:
   default; policies that ignore confidence are unaffected.
 
 A verdict with neither relevance, label nor score cannot be graded: :class:`VerdictParseError`.
+A verdict whose score, confidence or declared scale is there but is no usable number (NaN,
+infinity, ``"1/0"``, ``"7/1"`` or any value above its own scale, a negative one) is ungraded,
+with the reason in its ``error``: it is never read as absent and filled in from ``relevant``.
+What a verdict carries is bounded when it is read (``types.MAX_REASONING_CHARS`` and the other
+caps of :class:`~corrective_rag.types.Verdict`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from corrective_rag.errors import VerdictParseError
-from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Relevance, Verdict, missing_items
+from corrective_rag.types import (
+    HIGH_FROM,
+    MAX_MISSING_ITEMS,
+    RELEVANT_FROM,
+    Relevance,
+    Verdict,
+    missing_items,
+)
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -80,18 +92,31 @@ _PERCENT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*%\s*$")
 
 
 def _number(value: Any) -> float | None:
+    """``value`` as a float; ``None`` when it is no number (NaN and infinities are numbers)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str):
         try:
-            number = float(value.strip())
+            return float(value)
+        except OverflowError:  # an int too large for a float: no scale holds it
+            return math.inf
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
         except ValueError:
             return None
-    else:
-        return None
-    return number if math.isfinite(number) else None
+    return None
+
+
+def _finite(number: float, value: Any) -> float:
+    if not math.isfinite(number):
+        raise VerdictParseError(f"value {_shown(value)} is not a finite number", raw=str(value))
+    return number
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def to_unit(value: Any, *, scale: float | None = None) -> float | None:
@@ -103,9 +128,11 @@ def to_unit(value: Any, *, scale: float | None = None) -> float | None:
             values in (1, 10] read on 0-10.
 
     Raises:
-        VerdictParseError: a number that fits no scale (negative, above the scale, or above
-            10 with no declared scale).
+        VerdictParseError: a number that fits no scale (negative, above its scale, declared
+            or not, or above 10 with no declared scale), that is not finite (NaN, infinity),
+            or a scale that is not above zero (``"1/0"``).
     """
+    given = value
     if isinstance(value, str):
         if match := _PERCENT.match(value):
             value, scale = float(match.group(1)), 100.0
@@ -114,12 +141,15 @@ def to_unit(value: Any, *, scale: float | None = None) -> float | None:
     number = _number(value)
     if number is None:
         return None
-    if scale is not None and scale > 0 and scale != 1:
-        number = number / scale
+    number = _finite(number, given)
+    if scale is not None:
+        if not math.isfinite(scale) or scale <= 0:
+            raise VerdictParseError(f"value {_shown(given)} has no usable scale", raw=str(given))
+        number = number / scale  # a declared scale is never read as another ("7/1" is 7)
     elif 1.0 < number <= UNDECLARED_TOP:
         number = number / UNDECLARED_TOP  # models that leave 0..1 mostly grade out of 10
     if not 0.0 <= number <= 1.0:
-        raise VerdictParseError(f"value {value!r} is outside its scale", raw=str(value))
+        raise VerdictParseError(f"value {_shown(given)} is outside its scale", raw=str(given))
     return number
 
 
@@ -132,7 +162,7 @@ def _confidence(value: Any) -> float | None:
     number = _number(value)
     if number is not None and UNDECLARED_TOP < number <= 100.0:
         return number / 100.0
-    return to_unit(value)
+    return to_unit(value)  # refuses NaN, infinities and numbers above 100
 
 
 def to_relevant(value: Any) -> bool | None:
@@ -168,10 +198,16 @@ def _label_from_score(score: float) -> Relevance:
 
 
 def _declared_scale(item: Mapping[str, Any]) -> float | None:
+    """The score's declared scale top; a declared one that is no usable top is refused."""
     for key in ("scale", "out_of", "max_score"):
-        number = _number(item.get(key))
-        if number is not None and number > 0:
-            return number
+        value = item.get(key)
+        number = _number(value)
+        if number is None:
+            continue
+        if not math.isfinite(number) or number <= 0:
+            # caught by normalise_verdict, whose ungraded verdict keeps the whole reply
+            raise VerdictParseError(f"{key} {_shown(value)} is not a scale")
+        return number
     return None
 
 
@@ -184,25 +220,30 @@ def _text(value: Any) -> str | None:
 
 def _missing(value: Any) -> tuple[str, ...]:
     """A model's "missing": a list of items, or one text listing them (see ``missing_items``)."""
-    if isinstance(value, list | tuple):
-        return missing_items([str(v) for v in value if v is not None])
+    if isinstance(value, list | tuple):  # the first few only: a Verdict keeps no more
+        return missing_items([str(v) for v in value[:MAX_MISSING_ITEMS] if v is not None])
     return missing_items(_text(value))
 
 
 def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "") -> Verdict:
-    """Turn one verdict object from a model into a graded :class:`Verdict`.
+    """Turn one verdict object from a model into a :class:`Verdict`.
+
+    The verdict is graded, or ungraded when a score, confidence or scale the model gave is no
+    usable number (NaN, infinite, outside its scale, a ``"1/0"``): ``error`` then says which
+    and why, and ``raw`` keeps the reply. Such a verdict is never graded from its other fields
+    (a ``relevant`` beside a NaN score would be a guess about the model's meaning).
 
     Raises:
-        VerdictParseError: ``item`` holds no usable relevance, label or score.
+        VerdictParseError: ``item`` is not an object, or holds no relevance, label or score.
     """
     if not isinstance(item, Mapping):
         raise VerdictParseError(f"verdict for {document_id!r} is not an object", raw=raw)
-    scale = _declared_scale(item)
     try:
+        scale = _declared_scale(item)
         score = to_unit(item.get("score", item.get("relevance_score")), scale=scale)
         confidence = _confidence(item.get("confidence"))  # a declared scale is the score's
     except VerdictParseError as exc:
-        raise VerdictParseError(f"verdict for {document_id!r}: {exc}", raw=raw) from None
+        return Verdict.ungraded(document_id, f"unusable number in the verdict: {exc}", raw=raw)
     label_value = item.get("label", item.get("relevance"))
     label = to_label(label_value)
     relevant = to_relevant(item.get("relevant", item.get("is_relevant")))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -156,10 +158,19 @@ def document_id(
     return "sha1:" + hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
+def _score(value: Any) -> float | None:
+    """A framework's score as a float: any finite real number (numpy's float32 too), else None."""
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
 def ranked_hits(items: Sequence[tuple[Document, float | None]], top_k: int) -> list[Hit]:
     """Hits ranked 1..n in the order given, at most ``top_k``, each id once (its best place).
 
-    A framework that reports no score gets ``1 / rank``, so that scores still fall with rank.
+    A framework that reports no score (or NaN, infinity, a bool) gets ``1 / rank``, so that
+    scores still fall with rank; a numpy score (``float32``) is kept as the float it is.
     """
     hits: list[Hit] = []
     seen: set[str] = set()
@@ -168,7 +179,8 @@ def ranked_hits(items: Sequence[tuple[Document, float | None]], top_k: int) -> l
             continue
         seen.add(document.id)
         rank = len(hits) + 1
-        value = float(score) if score is not None and _number(score) else 1.0 / rank
+        value = _score(score)
+        value = 1.0 / rank if value is None else value
         hits.append(Hit(document, value, rank))
         if len(hits) == top_k:
             break

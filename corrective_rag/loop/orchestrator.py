@@ -37,7 +37,7 @@ from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import FEEDBACK_LEG, QUERY_LEGS, search_queries
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.state import Run, Step, kept_order, proposal_of
-from corrective_rag.loop.stopping import stop_rule, within_cap
+from corrective_rag.loop.stopping import full_at, stop_rule, within_cap
 from corrective_rag.protocols import (
     ContextualEvaluator,
     Evaluator,
@@ -103,7 +103,7 @@ class CorrectiveRAGOrchestrator:
         min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``,
             lowered to the evaluator's ``keeps_at_most`` when it has one (a capped offline
             judge); a number above that cap is refused (see
-            :func:`~corrective_rag.loop.stopping.enough_relevant` for when they count).
+            :func:`~corrective_rag.loop.stopping.stop_rule` for when they count).
         budget: limits on LLM calls, tokens, cost and seconds; ``None``: unlimited.
         refine: decompose kept documents into strips and keep the relevant ones (CRAG).
         strip_sentences: sentences per strip when refining.
@@ -147,6 +147,9 @@ class CorrectiveRAGOrchestrator:
         # One call per iteration by default: an evaluator that can propose the next query in
         # its grading call (LLMEvaluator left at propose=None) does so when the rewriter asks
         # the same chat model; a rewriter with a model of its own keeps its own call.
+        # Knowledge refinement grades strips and reads no proposal: it uses the evaluator as
+        # given, so that it pays for no next_query.
+        self._strip_evaluator = evaluator
         for_rewriter = getattr(evaluator, "for_rewriter", None)
         if callable(for_rewriter):
             evaluator = for_rewriter(rewriter)
@@ -367,7 +370,8 @@ class CorrectiveRAGOrchestrator:
         # judged new documents and kept none (with none to judge, no_progress says more)
         stalled = index > 1 and new > 0 and not any(s.kept for s in steps)
         kept = [k.verdict for k in st.kept.values()]
-        if rule := stop_rule(kept, self.policy, stalled=stalled):
+        full = full_at(self.evaluator, st.judged.values())  # a capped judge keeps no more
+        if rule := stop_rule(kept, self.policy, stalled=stalled, full=full):
             ended = rule  # enough_relevant, or kept_unconfident (stopped, not confirmed)
         elif new == 0 and st.rejected is not None:
             why = f"rewrite rejected ({st.rejected}) and the question has no unjudged hits left"
@@ -393,7 +397,7 @@ class CorrectiveRAGOrchestrator:
             dead = grading.failed_calls > 0 and not any(
                 v.graded for s in steps for v in s.verdicts
             )  # every grading call of this iteration failed
-            if rewrite.query is None and (st.llm_down or (dead and rewrite.usage.failed_calls)):
+            if rewrite.query is None and dead and rewrite.usage.failed_calls:
                 # the model did not answer (deadline, HTTP error): another iteration would only
                 # wait on it again, so the run ends here with what it has
                 ended = (StopReason.REWRITE_FAILED, rewrite.rejected or "rewriter failed")
@@ -510,10 +514,9 @@ class CorrectiveRAGOrchestrator:
         )
         try:
             rewrite = self.rewriter.rewrite(request)
-        except LLMError as exc:
-            st.llm_down = True
-            return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=Usage(failed_calls=1))
-        except VerdictParseError as exc:  # a strict rewriter's unreadable reply: a rejection
+        except (LLMError, VerdictParseError) as exc:
+            # a rejected rewrite, as LLMRewriter's own failed call gives: the run goes on with
+            # the question's next hits, unless grading failed in the same iteration (above)
             usage = spent_before(exc) + Usage(failed_calls=1)
             return Rewrite(None, rejected=f"rewriter failed: {exc}", usage=usage)
         if rewrite.query is not None and (
@@ -539,7 +542,7 @@ class CorrectiveRAGOrchestrator:
             refinement = refine(
                 st.question,
                 documents,
-                self.evaluator,
+                self._strip_evaluator,
                 self.policy,
                 sentences=self.strip_sentences,
                 max_strips=cap,

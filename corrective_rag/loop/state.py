@@ -44,7 +44,6 @@ class Run:
     # per query lane ("question", "rewrite"): (kept, judged) the last time it was judged, so that
     # a rewrite wins slots in the next iteration by having found relevant documents
     lanes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    llm_down: bool = False  # the rewriter's model failed to answer (not a rejected rewrite)
     # the run's logger, bound to its run id: every event of a run says which run (batch threads
     # run many at once), so no part of the loop logs through the unbound module logger
     log: Any = None

@@ -28,14 +28,14 @@ wrote them (case aside); nothing is parsed.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.types import StopReason, Verdict
 
-__all__ = ["confident", "enough_relevant", "stop_rule", "sureness", "within_cap"]
+__all__ = ["confident", "full_at", "stop_rule", "sureness", "within_cap"]
 
 
 def confident(verdict: Verdict, policy: FilterPolicy) -> bool:
@@ -50,7 +50,11 @@ def sureness(kept: Collection[Verdict]) -> tuple[int, float]:
 
 
 def stop_rule(
-    kept: Collection[Verdict], policy: FilterPolicy, *, stalled: bool = False
+    kept: Collection[Verdict],
+    policy: FilterPolicy,
+    *,
+    stalled: bool = False,
+    full: int | None = None,
 ) -> tuple[StopReason, str] | None:
     """The stop reason the kept verdicts give and why, or ``None`` while the loop goes on.
 
@@ -58,35 +62,44 @@ def stop_rule(
         kept: the verdicts of every document kept so far.
         policy: gives ``min_relevant`` and ``stop_confidence``.
         stalled: the iteration just judged kept nothing new (a later iteration only).
+        full: the evaluator's ``keeps_at_most``, once it has judged that many of the
+            question's documents relevant (:func:`full_at`): it keeps nothing more, so the run
+            stops whatever else holds: ``enough_relevant`` when sure enough, else
+            ``kept_unconfident``, or ``no_progress`` with fewer than ``min_relevant`` kept.
+            ``None``: the evaluator may keep more.
     """
-    if _still_missing(kept):
-        return None
+    missing = _still_missing(kept)
     relevant, total = sureness(kept)
     need = policy.min_relevant * policy.stop_confidence
-    if relevant >= policy.min_relevant and total >= need - 1e-9:
+    capped = (
+        f"; the evaluator keeps at most {full} documents a question and has judged {full} relevant"
+        if full is not None
+        else ""
+    )
+    if not missing and relevant >= policy.min_relevant and total >= need - 1e-9:
         sure = sum(confident(v, policy) for v in kept)
         why = (
             f"{relevant} kept relevant >= min_relevant {policy.min_relevant}, confidences "
             f"summing to {total:.2f} >= {policy.min_relevant} x {policy.stop_confidence} "
             f"({sure} of them at {policy.stop_confidence} or more)"
         )
-        return StopReason.ENOUGH_RELEVANT, why
-    if stalled and len(kept) >= policy.min_relevant:
-        why = (
-            f"{len(kept)} kept >= min_relevant {policy.min_relevant}, but their confidences "
-            f"sum to only {total:.2f} < {policy.min_relevant} x {policy.stop_confidence}, "
-            "and the last iteration kept nothing new"
-        )
-        return StopReason.KEPT_UNCONFIDENT, why
+        return StopReason.ENOUGH_RELEVANT, why + capped
+    ended = full is not None or (stalled and not missing)
+    if ended and len(kept) >= policy.min_relevant:
+        if missing:
+            why = f"{len(kept)} kept, every one missing {', '.join(sorted(missing))}"
+        else:
+            why = (
+                f"{len(kept)} kept >= min_relevant {policy.min_relevant}, but their confidences "
+                f"sum to only {total:.2f} < {policy.min_relevant} x {policy.stop_confidence}"
+            )
+        if full is None:
+            why += ", and the last iteration kept nothing new"
+        return StopReason.KEPT_UNCONFIDENT, why + capped
+    if full is not None:
+        why = f"{len(kept)} kept < min_relevant {policy.min_relevant}"
+        return StopReason.NO_PROGRESS, why + capped
     return None
-
-
-def enough_relevant(
-    kept: Collection[Verdict], policy: FilterPolicy, *, stalled: bool = False
-) -> str | None:
-    """Why the run may stop (either stop reason of :func:`stop_rule`), or ``None``."""
-    rule = stop_rule(kept, policy, stalled=stalled)
-    return rule[1] if rule else None
 
 
 def _still_missing(kept: Collection[Verdict]) -> frozenset[str]:
@@ -98,6 +111,17 @@ def _still_missing(kept: Collection[Verdict]) -> frozenset[str]:
         if not found:
             return frozenset()
     return found or frozenset()
+
+
+def full_at(evaluator: object, verdicts: Iterable[Verdict]) -> int | None:
+    """The evaluator's ``keeps_at_most`` once ``verdicts`` (the run's) say relevant that often.
+
+    ``None`` while it may still keep more, or when it has no such cap.
+    """
+    most = getattr(evaluator, "keeps_at_most", None)
+    if not isinstance(most, int) or isinstance(most, bool):
+        return None
+    return most if sum(v.relevant is True for v in verdicts) >= most else None
 
 
 def within_cap(policy: FilterPolicy, evaluator: object, *, given: bool) -> FilterPolicy:

@@ -37,8 +37,8 @@ def check_output(
     outputs: Iterable[tuple[str, PathLike | None]] = (),
     what: str = "output",
     folder_must_exist: bool = True,
-) -> Path:
-    """Refuse ``out`` when writing it could destroy something; return it as a ``Path``.
+) -> None:
+    """Refuse ``out`` when writing it could destroy something.
 
     Args:
         out: the file about to be written.
@@ -65,4 +65,3 @@ def check_output(
     folder = path.parent
     if folder_must_exist and not folder.is_dir():
         raise InputError(f"{what}: folder {folder} does not exist (create it first)")
-    return path

@@ -39,7 +39,10 @@ def test_any_object_gives_a_valid_verdict_or_a_parse_error(item):
         verdict = normalise_verdict("d", item)
     except VerdictParseError:
         return
-    assert verdict.graded
+    if not verdict.graded:
+        assert verdict.error is not None and "unusable number" in verdict.error
+        return
+    assert verdict.score is not None and verdict.confidence is not None
     assert 0.0 <= verdict.score <= 1.0
     assert 0.0 <= verdict.confidence <= 1.0
 
@@ -69,9 +72,50 @@ def test_undeclared_ten_point_verdict_is_read_right():
 
 
 def test_undeclared_number_above_ten_is_refused():
-    """A bare 85 has no known scale: the verdict is refused, not read as a percentage."""
-    with pytest.raises(VerdictParseError):
-        normalise_verdict("d", {"relevant": True, "score": 85})
+    """A bare 85 has no known scale: the verdict is ungraded, not read as a percentage."""
+    verdict = normalise_verdict("d", {"relevant": True, "score": 85})
+    assert verdict.graded is False
+    assert verdict.error is not None and "85 is outside its scale" in verdict.error
+
+
+@pytest.mark.parametrize(
+    ("item", "why"),
+    [
+        ({"relevant": True, "score": float("nan"), "confidence": float("inf")}, "finite"),
+        ({"relevant": True, "score": 0.9, "confidence": float("inf")}, "finite"),
+        ({"relevant": True, "score": "NaN"}, "finite"),
+        ({"relevant": True, "score": "Infinity"}, "finite"),
+        ({"relevant": True, "score": 10**400}, "finite"),
+        ({"relevant": True, "score": "1/0"}, "no usable scale"),
+        ({"relevant": True, "score": "0/0", "confidence": 0.9}, "no usable scale"),
+        ({"relevant": True, "score": 0.9, "confidence": "1/0"}, "no usable scale"),
+        ({"relevant": True, "score": "7/1"}, "outside its scale"),
+        ({"relevant": True, "score": "12/10"}, "outside its scale"),
+        ({"relevant": True, "score": "150%"}, "outside its scale"),
+        ({"relevant": True, "score": -0.2}, "outside its scale"),
+        ({"relevant": True, "score": 0.9, "confidence": 150}, "outside its scale"),
+        ({"relevant": True, "score": 7, "scale": 0}, "not a scale"),
+        ({"relevant": True, "score": 7, "scale": float("inf")}, "not a scale"),
+        ({"relevant": True, "score": 7, "out_of": "nan"}, "not a scale"),
+    ],
+)
+def test_unusable_numbers_make_an_ungraded_verdict_with_the_reason(item, why):
+    """NaN, infinity, a zero denominator or a value above its own scale is ungraded, never kept."""
+    verdict = normalise_verdict("d", item, raw="the reply")
+    assert (False, None, None, "the reply") == (
+        verdict.graded,
+        verdict.score,
+        verdict.confidence,
+        verdict.raw,
+    )
+    assert verdict.error is not None and why in verdict.error
+
+
+def test_a_declared_fraction_is_read_on_its_own_scale():
+    """'7/10' is 0.7 and '1/1' is 1.0: a declared scale is never re-read as 0-10."""
+    assert 0.7 == to_unit("7/10")
+    assert 1.0 == to_unit("1/1")
+    assert 0.5 == to_unit("2.5/5")
 
 
 def test_label_bands_follow_the_contract_boundaries():

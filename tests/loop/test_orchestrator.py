@@ -161,8 +161,9 @@ def test_rejected_rewrite_with_no_unjudged_hits_left_stops_with_rewrite_failed()
     assert QUESTION == result.final_query
 
 
-def test_a_rewriter_whose_model_does_not_answer_ends_the_run_at_once() -> None:
-    """A rewriter LLM error (deadline, HTTP error) ends the run: no second wait on a dead model."""
+def test_a_rewriter_whose_model_does_not_answer_gives_a_rejected_rewrite() -> None:
+    """A rewriter LLM error (deadline, HTTP error) while grading works is a rejected rewrite, as
+    LLMRewriter's own failed call is: the run goes on with the question's next hits."""
 
     def down(_request: object) -> None:
         raise LLMTransportError("deadline of 60 s passed")
@@ -172,10 +173,10 @@ def test_a_rewriter_whose_model_does_not_answer_ends_the_run_at_once() -> None:
     rewriter = ScriptedRewriter(down)  # type: ignore[arg-type]
     orch = CorrectiveRAGOrchestrator(retriever, evaluator, rewriter, top_k=2)
     result = orch.run(QUESTION)
-    assert StopReason.REWRITE_FAILED == result.stop_reason
-    assert 1 == result.iterations
-    assert "deadline of 60 s passed" in result.stop_detail
-    assert 1 == len(rewriter.requests)
+    first = result.history[0].rewrite
+    assert first is not None and "deadline of 60 s passed" in (first.rejected or "")
+    assert StopReason.REWRITE_FAILED != result.stop_reason
+    assert 1 < result.iterations
 
 
 def test_call_budget_is_honoured_to_the_call() -> None:

@@ -186,10 +186,14 @@ def test_strict_success_implies_the_same_lenient_result(obj):
 @SETTINGS
 @given(st.dictionaries(st.sampled_from(["relevant", "score", "confidence", "label"]), json_values))
 def test_normalised_verdict_is_in_range_whatever_the_json(item):
-    """Any JSON a model sends becomes a verdict with score and confidence in 0..1, or an error."""
+    """Any JSON a model sends becomes a verdict with score and confidence in 0..1, an ungraded
+    verdict saying why, or an error."""
     try:
         verdict = normalise_verdict("d", item)
     except VerdictParseError:
+        return
+    if not verdict.graded:
+        assert verdict.error
         return
     assert verdict.score is not None and 0.0 <= verdict.score <= 1.0
     assert verdict.confidence is not None and 0.0 <= verdict.confidence <= 1.0
