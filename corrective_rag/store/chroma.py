@@ -26,6 +26,7 @@ from corrective_rag.errors import ConfigError, InputError, StoreError
 from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
 from corrective_rag.store.backend import HASH_KEY, RESERVED_PREFIX, Record, Run, Where
+from corrective_rag.store.chroma_where import to_chroma_where
 from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
 
@@ -207,6 +208,7 @@ class ChromaBackend:
 
     def dense(self, vector: npt.NDArray[np.float32], depth: int, where: Where | None) -> Run:
         """The ``depth`` nearest ``(id, cosine similarity)`` pairs, optionally filtered."""
+        chroma_where = to_chroma_where(where) if where else None
         total = self.count()
         if total == 0:
             return []
@@ -214,7 +216,7 @@ class ChromaBackend:
             got = self.collection.query(
                 query_embeddings=[np.asarray(vector, dtype=np.float32)],
                 n_results=min(depth, total),
-                where=dict(where) if where else None,
+                where=chroma_where,
                 include=["distances"],
             )
         except Exception as exc:
@@ -226,8 +228,9 @@ class ChromaBackend:
     def ids(self, where: Where | None) -> list[str]:
         """Ids of the documents whose metadata satisfy ``where`` (every id for ``None``)."""
         if where is not None:
+            chroma_where = to_chroma_where(where)
             try:
-                got = self.collection.get(where=dict(where), include=[])
+                got = self.collection.get(where=chroma_where, include=[])
             except Exception as exc:
                 raise _filter_error(exc, where) from exc
             return list(got["ids"])

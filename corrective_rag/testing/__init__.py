@@ -6,11 +6,13 @@ from corrective_rag.testing.fakes import (
     ScriptedGenerator,
     ScriptedRewriter,
 )
+from corrective_rag.testing.filter_contract import FilterContract
 from corrective_rag.testing.server import Fault, FaultChooser, ScriptedLLMServer
 
 __all__ = [
     "Fault",
     "FaultChooser",
+    "FilterContract",
     "ListRetriever",
     "ScriptedEvaluator",
     "ScriptedGenerator",

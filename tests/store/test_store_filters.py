@@ -1,0 +1,131 @@
+"""The filter suite of :mod:`corrective_rag.testing.filter_contract`, run over both store engines.
+
+Each store holds the suite's documents; ``ids(where=...)`` and ``retrieve(..., where=...)`` must
+select exactly what the reference implementation selects, and invalid filters are InputErrors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from corrective_rag.errors import InputError
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing import FilterContract
+from corrective_rag.testing.filter_contract import (
+    FILTER_DOCUMENTS,
+    ISSUE_FILTERS,
+    LetterEmbedder,
+    expected_ids,
+    filter_mismatches,
+)
+
+
+@pytest.fixture(scope="module", params=["chroma", "qdrant"])
+def store(request) -> Iterator[HybridStore]:
+    """One in-memory store per engine holding the suite's documents."""
+    if request.param == "qdrant":
+        pytest.importorskip("qdrant_client", reason="needs the qdrant extra")
+        made = HybridStore.qdrant(":memory:", embedder=LetterEmbedder())
+    else:
+        made = HybridStore.in_memory(embedder=LetterEmbedder())
+    made.add(FILTER_DOCUMENTS)
+    yield made
+    made.close()
+
+
+class TestStoreIds(FilterContract):
+    """``HybridStore.ids(where=...)`` on each engine."""
+
+    @pytest.fixture(autouse=True)
+    def _hold(self, store: HybridStore) -> None:
+        self.store = store
+
+    def select(self, where):
+        return self.store.ids(where=where)
+
+
+class TestStoreRetrieve(FilterContract):
+    """``HybridStore.retrieve(..., where=...)`` on each engine: both legs, fused."""
+
+    @pytest.fixture(autouse=True)
+    def _hold(self, store: HybridStore) -> None:
+        self.store = store
+
+    def select(self, where):
+        hits = self.store.retrieve("year", top_k=len(FILTER_DOCUMENTS), where=where)
+        return [hit.document.id for hit in hits]
+
+
+def test_the_issue_filters_read_as_chroma_reads_them(store) -> None:
+    """The nine filters of issue 32 and the interrupted-chunk filter select these ids."""
+    expected = [
+        {"int", "float"},
+        {"int", "float"},
+        {"bool", "none", "text"},
+        {"bool", "none", "text"},
+        {"int", "float"},
+        {"bool"},
+        set(),
+        {"int", "float"},
+        {"int", "float", "none", "text"},
+        {"int", "bool", "none"},
+    ]
+    assert expected == [set(store.ids(where=w)) for w in ISSUE_FILTERS]
+    assert expected == [set(expected_ids(w, FILTER_DOCUMENTS)) for w in ISSUE_FILTERS]
+
+
+def test_a_fractional_bound_compares_integers_by_value(store) -> None:
+    """0.5 is not the integer 0: equality and ranges read a fraction exactly (chroma truncates)."""
+    docs = FILTER_DOCUMENTS
+    for where in (
+        {"n": 0.5},
+        {"n": {"$ne": 0.5}},
+        {"n": {"$in": [0.5, 1.5]}},
+        {"n": {"$nin": [0.5, -2.5]}},
+        {"n": {"$lt": 0.5}},
+        {"n": {"$lte": -0.5}},
+        {"n": {"$gt": -0.5}},
+        {"n": {"$gte": 0.5}},
+        {"n": {"$gte": 1.2}},
+        {"n": {"$lt": -2.5}},
+        {"n": {"$gt": -3.5}},
+        {"n": {"$lte": 1.2}},
+    ):
+        assert sorted(expected_ids(where, docs)) == sorted(store.ids(where=where)), where
+
+
+def test_a_flipped_ne_fails_the_suite() -> None:
+    """An implementation whose $ne needs the field (the old Qdrant and bridge) fails the suite."""
+    from corrective_rag.testing.filter_contract import reference_matches
+
+    def old_ne(where, metadata):
+        ((key, cond),) = where.items()
+        if isinstance(cond, dict) and "$ne" in cond:
+            return key in metadata and reference_matches(where, metadata)
+        return reference_matches(where, metadata)
+
+    def select(where):
+        if len(where) != 1 or next(iter(where)).startswith("$"):
+            return expected_ids(where, FILTER_DOCUMENTS)
+        return [d.id for d in FILTER_DOCUMENTS if old_ne(where, d.metadata)]
+
+    lines = filter_mismatches(select)
+    assert any("{'incomplete': {'$ne': True}}" in line for line in lines)
+    with pytest.raises(AssertionError, match="filters read unlike the reference"):
+
+        class Flipped(FilterContract):
+            def select(self, where):
+                return select(where)
+
+        Flipped().test_filters_select_what_the_reference_selects()
+
+
+def test_the_reference_refuses_what_it_cannot_read() -> None:
+    """The oracle itself raises InputError on every invalid filter of the suite."""
+    from corrective_rag.testing.filter_contract import INVALID_FILTERS, reference_matches
+
+    for where in INVALID_FILTERS:
+        with pytest.raises(InputError):
+            reference_matches(where, {"year": 2021})
