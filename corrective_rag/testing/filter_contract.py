@@ -225,6 +225,7 @@ FILTER_CASES: tuple[Mapping[str, Any], ...] = (
 INVALID_FILTERS: tuple[Any, ...] = (
     {},
     {"$bogus": [{"year": 1}]},
+    {"$bogus": 1},
     {"year": {"$like": "20%"}},
     {"year": {"$gte": 2000, "$lte": 2030}},
     {"$or": []},

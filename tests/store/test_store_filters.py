@@ -129,3 +129,47 @@ def test_the_reference_refuses_what_it_cannot_read() -> None:
     for where in INVALID_FILTERS:
         with pytest.raises(InputError):
             reference_matches(where, {"year": 2021})
+
+
+def _translators():
+    from corrective_rag.integrations.bridge import where_matches
+    from corrective_rag.store.chroma_where import to_chroma_where
+
+    found = {"bridge": lambda w: where_matches(w, {"a": 1}), "chroma": to_chroma_where}
+    try:
+        from corrective_rag.store.qdrant_where import to_qdrant_filter
+
+        pytest.importorskip("qdrant_client")
+        found["qdrant"] = to_qdrant_filter
+    except pytest.skip.Exception:
+        pass
+    return found
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ({"$or": "ab"}, "$or needs a non-empty list"),
+        ({"$and": {"a": 1}}, "$and needs a non-empty list"),
+        ({"$and": []}, "$and needs a non-empty list"),
+        ({"$bogus": 1}, "unknown operator '$bogus'"),
+        ({"a": {"$like": 1}}, "unknown operator '$like'"),
+        ({"a": [1]}, "[1] is not a str, int, float or bool"),
+        ({"a": {"$eq": None}}, "None is not a str, int, float or bool"),
+        ({"a": {"$in": [None]}}, "None is not a str, int, float or bool"),
+        ({"a": {"$gt": 1, "$lt": 2}}, "one operator per field"),
+        ({"a": {"$gt": "x"}}, "$gt needs a number"),
+        ({"a": {"$lte": True}}, "$lte needs a number"),
+        ({"a": {"$in": []}}, "$in needs a non-empty list"),
+        ({"a": {"$nin": "ab"}}, "$nin needs a non-empty list"),
+        ({"a": float("nan")}, "nan is not a finite number"),
+    ],
+)
+def test_an_invalid_filter_names_itself_and_what_is_wrong(where, reason) -> None:
+    """Every translation refuses a bad filter with an InputError naming the filter and the fault."""
+    for name, translate in _translators().items():
+        with pytest.raises(InputError) as caught:
+            translate(where)
+        message = str(caught.value)
+        assert message.startswith(f"invalid metadata filter {where!r}: "), name
+        assert reason in message, name
