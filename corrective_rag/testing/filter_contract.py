@@ -94,14 +94,19 @@ def _test_field(name: str, condition: Any, metadata: Mapping[str, Any]) -> bool:
         op, operand = "$eq", condition
     found = name in metadata
     value = metadata.get(name)
+    # operands are checked first: a filter is invalid whatever the document holds
     if op == "$eq":
-        return found and _equal(value, _scalar(operand))
+        wanted = _scalar(operand)
+        return found and _equal(value, wanted)
     if op == "$ne":
-        return not (found and _equal(value, _scalar(operand)))
+        wanted = _scalar(operand)
+        return not (found and _equal(value, wanted))
     if op == "$in":
-        return found and any(_equal(value, choice) for choice in _choices(operand))
+        choices = _choices(operand)
+        return found and any(_equal(value, choice) for choice in choices)
     if op == "$nin":
-        return not (found and any(_equal(value, choice) for choice in _choices(operand)))
+        choices = _choices(operand)
+        return not (found and any(_equal(value, choice) for choice in choices))
     if op in ("$gt", "$gte", "$lt", "$lte"):
         bound = _scalar(operand)
         if _kind(bound) != "number":

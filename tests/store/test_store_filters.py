@@ -19,6 +19,7 @@ from corrective_rag.testing.filter_contract import (
     LetterEmbedder,
     expected_ids,
     filter_mismatches,
+    reference_matches,
 )
 
 
@@ -127,8 +128,9 @@ def test_the_reference_refuses_what_it_cannot_read() -> None:
     from corrective_rag.testing.filter_contract import INVALID_FILTERS, reference_matches
 
     for where in INVALID_FILTERS:
-        with pytest.raises(InputError):
-            reference_matches(where, {"year": 2021})
+        for metadata in ({"year": 2021}, {}):
+            with pytest.raises(InputError):
+                reference_matches(where, metadata)
 
 
 def _translators():
@@ -176,3 +178,72 @@ def test_an_invalid_filter_names_itself_and_what_is_wrong(where, reason) -> None
         message = str(caught.value)
         assert message.startswith(f"invalid metadata filter {where!r}: "), name
         assert reason in message, name
+
+
+def test_a_backend_that_fails_is_reported_case_by_case() -> None:
+    """Every case a broken backend gets wrong is one line naming the filter and what happened."""
+    from corrective_rag.testing.filter_contract import (
+        FILTER_CASES,
+        INVALID_FILTERS,
+        refusal_mismatches,
+    )
+
+    def raising(where):
+        raise ValueError("engine down")
+
+    lines = filter_mismatches(raising)
+    assert len(FILTER_CASES) == len(lines)
+    assert f"{FILTER_CASES[-1]!r}: raised ValueError: engine down" == lines[-1]
+
+    accepted = refusal_mismatches(lambda where: ["b", "a"])
+    assert len(INVALID_FILTERS) == len(accepted)
+    assert f"{INVALID_FILTERS[-1]!r}: accepted, selected ['a', 'b']" == accepted[-1]
+    wrong = refusal_mismatches(raising)
+    assert f"{INVALID_FILTERS[0]!r}: raised ValueError, not InputError" == wrong[0]
+    assert len(INVALID_FILTERS) == len(wrong)
+    assert [] == refusal_mismatches(lambda where: reference_matches(where, {}))
+
+
+def test_the_suite_fails_a_backend_that_accepts_invalid_filters() -> None:
+    """FilterContract's refusal test raises AssertionError listing every accepted filter."""
+
+    class Lenient(FilterContract):
+        def select(self, where):
+            return []
+
+    with pytest.raises(AssertionError) as caught:
+        Lenient().test_invalid_filters_are_refused()
+    message = str(caught.value)
+    assert message.startswith("invalid filters not refused:\n{}: accepted, selected []\n")
+
+    class Flipped(FilterContract):
+        documents = FILTER_DOCUMENTS[:2]
+
+        def select(self, where):
+            return ["int"]
+
+    with pytest.raises(AssertionError) as caught:
+        Flipped().test_filters_select_what_the_reference_selects()
+    first = str(caught.value).split("\n")[:2]
+    assert ["filters read unlike the reference:", f"{ISSUE_FILTERS[0]!r}: expected"] == [
+        first[0],
+        first[1].split(" [")[0],
+    ]
+    assert "got ['int']" in str(caught.value) and "expected []" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ({}, "not a non-empty mapping"),
+        ({"$bogus": 1}, "unknown operator '$bogus'"),
+        ({"$or": []}, "$or takes a non-empty list"),
+        ({"a": {"$gt": 1, "$lt": 2}}, "one operator per field"),
+        ({"a": {"$gt": "x"}}, "$gt takes a number"),
+    ],
+)
+def test_the_reference_says_what_is_wrong(where, reason) -> None:
+    """The oracle's InputError names the fault, so a user sees why a case is invalid."""
+    with pytest.raises(InputError, match="invalid metadata filter") as caught:
+        reference_matches(where, {})
+    assert reason in str(caught.value)
