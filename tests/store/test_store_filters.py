@@ -202,6 +202,16 @@ def test_a_backend_that_fails_is_reported_case_by_case() -> None:
     assert f"{INVALID_FILTERS[0]!r}: raised ValueError, not InputError" == wrong[0]
     assert len(INVALID_FILTERS) == len(wrong)
     assert [] == refusal_mismatches(lambda where: reference_matches(where, {}))
+    asked: list[object] = []
+    refusal_mismatches(lambda where: asked.append(where) or [])
+    assert list(INVALID_FILTERS) == asked
+
+    def refuses_the_first(where):
+        if where == INVALID_FILTERS[0]:
+            raise InputError("refused")
+        return []
+
+    assert len(INVALID_FILTERS) - 1 == len(refusal_mismatches(refuses_the_first))
 
 
 def test_the_suite_fails_a_backend_that_accepts_invalid_filters() -> None:
@@ -230,6 +240,8 @@ def test_the_suite_fails_a_backend_that_accepts_invalid_filters() -> None:
         first[1].split(" [")[0],
     ]
     assert "got ['int']" in str(caught.value) and "expected []" in str(caught.value)
+    assert "'text'" not in str(caught.value)  # only the subclass's two documents
+    assert str(caught.value).split("\n")[2].startswith("{")
 
 
 @pytest.mark.parametrize(
@@ -240,6 +252,10 @@ def test_the_suite_fails_a_backend_that_accepts_invalid_filters() -> None:
         ({"$or": []}, "$or takes a non-empty list"),
         ({"a": {"$gt": 1, "$lt": 2}}, "one operator per field"),
         ({"a": {"$gt": "x"}}, "$gt takes a number"),
+        ({"a": {"$like": 1}}, "unknown operator '$like'"),
+        ({"a": [1]}, "[1] is not a str, int, float or bool"),
+        ({"a": float("nan")}, "nan is not a finite number"),
+        ({"a": {"$in": []}}, "$in/$nin take a non-empty list"),
     ],
 )
 def test_the_reference_says_what_is_wrong(where, reason) -> None:
