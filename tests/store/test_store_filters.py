@@ -151,6 +151,7 @@ def _translators():
 @pytest.mark.parametrize(
     ("where", "reason"),
     [
+        ({}, "expected a non-empty mapping"),
         ({"$or": "ab"}, "$or needs a non-empty list"),
         ({"$and": {"a": 1}}, "$and needs a non-empty list"),
         ({"$and": []}, "$and needs a non-empty list"),
