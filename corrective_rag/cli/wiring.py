@@ -251,7 +251,9 @@ def _fallback(opts: Options, store: Any, stack: contextlib.ExitStack) -> Any:
             raise ConfigError("--fallback-store must be another store than --store")
         from corrective_rag.store.hybrid import HybridStore
 
-        return stack.enter_context(HybridStore.open(path, embedder=store.embedder))
+        # a reader: nothing is created or written, no lock is taken (another run may share it)
+        fallback = HybridStore.open(path, create=False, read_only=True, embedder=store.embedder)
+        return stack.enter_context(fallback)
     if opts.fallback is None:
         return None
     from corrective_rag.web import BraveRetriever, PageFetcher, SearxngRetriever, TavilyRetriever

@@ -66,7 +66,9 @@ def where_matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool
 
     ``{"lang": "en"}``, ``{"year": {"$gte": 2020}}`` ($eq $ne $gt $gte $lt $lte $in $nin) and
     ``{"$and": [...]}`` / ``{"$or": [...]}``; several keys must all hold. As in chroma, ``$ne``
-    and ``$nin`` match only documents that have the field, and ranges compare numbers only.
+    and ``$nin`` are the negations of ``$eq`` and ``$in`` (a document without the field matches
+    them), numbers compare by value (``2021 == 2021.0``), a bool is not a number, and ranges
+    compare numbers only. The contract is :mod:`corrective_rag.store.backend`'s.
 
     Raises:
         InputError: an unknown operator, an empty ``$and``/``$or`` or ``$in`` list, or an
@@ -96,7 +98,7 @@ def _clause(key: str, value: Any, metadata: Mapping[str, Any], where: Mapping[st
     if op in ("$eq", "$ne"):
         expected = filter_scalar(operand, where)
         equal = present and _same(field, expected)
-        return equal if op == "$eq" else present and not equal
+        return equal if op == "$eq" else not equal
     if op in _RANGES:
         bound = filter_scalar(operand, where)
         if not _number(bound):
@@ -114,7 +116,7 @@ def _clause(key: str, value: Any, metadata: Mapping[str, Any], where: Mapping[st
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
         values = [filter_scalar(v, where) for v in operand]
         inside = present and any(_same(field, v) for v in values)
-        return inside if op == "$in" else present and not inside
+        return inside if op == "$in" else not inside
     raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
 
 

@@ -34,10 +34,13 @@ try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
     from llama_index.core.indices.base import BaseIndex
+    from llama_index.core.indices.vector_store.base import VectorStoreIndex
+    from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
     from llama_index.core.llms import LLM, CustomLLM
     from llama_index.core.llms.function_calling import FunctionCallingLLM
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
     from llama_index.core.tools import FunctionTool, ToolMetadata
+    from llama_index.core.vector_stores.simple import SimpleVectorStore
     from llama_index.core.vector_stores.types import (
         FilterCondition,
         FilterOperator,
@@ -219,6 +222,22 @@ def to_metadata_filters(where: Mapping[str, Any]) -> MetadataFilters:
     return MetadataFilters(filters=parts, condition=FilterCondition.AND)
 
 
+def _in_memory(index: Any) -> TypeGuard[VectorStoreIndex]:
+    """Whether ``index`` is a vector index in LlamaIndex's own in-memory store."""
+    return isinstance(index, VectorStoreIndex) and isinstance(index.vector_store, SimpleVectorStore)
+
+
+def _matching_node_ids(index: Any, where: Mapping[str, Any]) -> list[str]:
+    """The ids of the index's nodes whose metadata pass ``where``, read as the stores read it.
+
+    LlamaIndex's in-memory store has its own filter semantics (``True == 1``, no nesting), so
+    the bridge selects the nodes itself and restricts the search to them.
+    """
+    where_matches(where, {})  # an invalid filter fails here, not per node
+    nodes = index.docstore.docs
+    return [node_id for node_id, node in nodes.items() if where_matches(where, node.metadata)]
+
+
 def _single(filters: MetadataFilters) -> MetadataFilter | MetadataFilters:
     """A group of one clause as that clause: stores that refuse nesting take ``$or`` of fields."""
     if len(filters.filters) == 1:
@@ -277,12 +296,19 @@ class LlamaIndexRetriever:
         """Return at most ``top_k`` hits for ``query``, ranked 1..n (see the class docstring)."""
         check_search(query, top_k, where)
         source = self.source
+        retriever: BaseRetriever
         if isinstance(source, BaseIndex):
             kwargs = {**self.retriever_kwargs, "similarity_top_k": top_k}
-            if where is not None:
-                convert = self.where_filter or to_metadata_filters
-                kwargs["filters"] = convert(where)
-            retriever = source.as_retriever(**kwargs)
+            if where is not None and self.where_filter is None and _in_memory(source):
+                node_ids = _matching_node_ids(source, where)
+                if not node_ids:
+                    return []
+                retriever = VectorIndexRetriever(source, node_ids=node_ids, **kwargs)
+            else:
+                if where is not None:
+                    convert = self.where_filter or to_metadata_filters
+                    kwargs["filters"] = convert(where)
+                retriever = source.as_retriever(**kwargs)
         elif where is not None:
             raise ConfigError(
                 f"{type(source).__name__} takes no metadata filter: pass its index to filter "

@@ -18,8 +18,14 @@ Contract:
 * ``where`` filters use chromadb's metadata filter language (``{"kind": "x"}``, ``$and``,
   ``$or``, ``$in``, ``$eq``, ``$ne``, ``$gt``/``$gte``/``$lt``/``$lte``, ``$nin``); a backend
   translates it and raises :class:`~corrective_rag.errors.InputError` for a filter it cannot
-  read. Metadata keys starting with :data:`RESERVED_PREFIX` belong to the store; a backend may
-  keep its own there and must leave them out of the documents it returns.
+  read. The meaning is chroma's, the same on every backend and bridge: numbers compare by value
+  (``2021`` matches a stored ``2021.0``; ``0.5`` never matches ``0``), a bool equals only a bool,
+  ``$ne``/``$nin`` are the negations of ``$eq``/``$in`` (a document without the field matches
+  them), ranges match numbers only, several keys in one mapping must all hold. The oracle is
+  :func:`corrective_rag.testing.filter_contract.reference_matches`; a backend passes
+  :class:`corrective_rag.testing.FilterContract`. Metadata keys starting with
+  :data:`RESERVED_PREFIX` belong to the store; a backend may keep its own there and must leave
+  them out of the documents it returns.
 * Dense scores are cosine similarities (higher is better); vectors are L2-normalised float32.
 * Unknown ids are skipped by every read and ignored by :meth:`Backend.delete`.
 * Foreign exceptions may escape; the store maps them to :class:`~corrective_rag.errors.StoreError`.

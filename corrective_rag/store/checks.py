@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -139,4 +140,6 @@ def filter_scalar(value: Any, where: Mapping[str, Any]) -> Any:
         raise InputError(
             f"invalid metadata filter {where!r}: {value!r} is not a str, int, float or bool"
         )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"invalid metadata filter {where!r}: {value!r} is not a finite number")
     return value

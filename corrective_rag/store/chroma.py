@@ -26,6 +26,7 @@ from corrective_rag.errors import ConfigError, InputError, StoreError
 from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
 from corrective_rag.store.backend import HASH_KEY, RESERVED_PREFIX, Record, Run, Where
+from corrective_rag.store.chroma_where import to_chroma_where
 from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
 
@@ -108,18 +109,35 @@ def check_collection(name: object) -> None:
 def open_collection(client: Any, name: str, *, read_only: bool = False) -> Any:
     """Get or create collection ``name`` (:data:`HNSW`: cosine space), with no embedding function.
 
-    A collection made before with a lower ``ef_search`` gets :data:`HNSW`'s, unless
-    ``read_only`` (a reader writes nothing); a failure to raise it is logged, not raised.
+    A collection made before with a lower ``ef_search`` gets :data:`HNSW`'s. A reader
+    (``read_only``) writes nothing: it only gets an existing collection, and a missing one is a
+    :class:`StoreError` naming those that exist; a failure to raise ``ef_search`` is logged.
     """
+    if read_only:
+        return _existing_collection(client, name)
     try:
         collection = client.get_or_create_collection(
             name, embedding_function=None, configuration={"hnsw": dict(HNSW)}
         )
     except Exception as exc:
         raise StoreError(f"cannot open chroma collection {name!r}: {exc}") from exc
-    if not read_only:
-        _raise_ef_search(collection)
+    _raise_ef_search(collection)
     return collection
+
+
+def _existing_collection(client: Any, name: str) -> Any:
+    """Collection ``name`` as it is, or a StoreError naming the collections there are."""
+    try:
+        found = [c if isinstance(c, str) else c.name for c in client.list_collections()]
+    except Exception as exc:
+        raise StoreError(f"cannot list chroma collections: {exc}") from exc
+    if name not in found:
+        there = ", ".join(repr(n) for n in sorted(found)) or "none"
+        raise StoreError(f"collection {name!r} not found in the store (collections: {there})")
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except Exception as exc:
+        raise StoreError(f"cannot open chroma collection {name!r}: {exc}") from exc
 
 
 def _raise_ef_search(collection: Any) -> None:
@@ -212,11 +230,12 @@ class ChromaBackend:
         empty collection with none, so no ``count()`` goes before it: that round trip cost as
         much as the query itself (a quarter of the loop's own time, benchmarks/overhead.py).
         """
+        chroma_where = to_chroma_where(where) if where else None
         try:
             got = self.collection.query(
                 query_embeddings=[np.asarray(vector, dtype=np.float32)],
                 n_results=depth,
-                where=dict(where) if where else None,
+                where=chroma_where,
                 include=["distances"],
             )
         except Exception as exc:
@@ -228,8 +247,9 @@ class ChromaBackend:
     def ids(self, where: Where | None) -> list[str]:
         """Ids of the documents whose metadata satisfy ``where`` (every id for ``None``)."""
         if where is not None:
+            chroma_where = to_chroma_where(where)
             try:
-                got = self.collection.get(where=dict(where), include=[])
+                got = self.collection.get(where=chroma_where, include=[])
             except Exception as exc:
                 raise _filter_error(exc, where) from exc
             return list(got["ids"])
@@ -298,9 +318,12 @@ def folder_opener(directory: str, collection: str, *, read_only: bool) -> Opener
                 _close_client(client)
                 cleanup()
 
-            return ChromaBackend(
-                open_collection(client, collection, read_only=True), on_close=close
-            )
+            try:
+                found = open_collection(client, collection, read_only=True)
+            except BaseException:
+                close()
+                raise
+            return ChromaBackend(found, on_close=close)
 
         return reader
 

@@ -6,6 +6,11 @@ text from the first window that reaches the cut is carried into the next block, 
 resumes exactly where that window would have started. Memory is bounded by a block plus one
 window, whatever the file's size; the windows are those of the whole text except that a token
 is never merged across a block's cut (which falls on whitespace, where no tokenizer merges).
+
+Windows are bounded in characters too (:data:`WINDOW_CHARS`, :func:`bounded`): a long run with
+no word break (a hex dump) is one unknown token to a WordPiece tokenizer, and would otherwise
+be one window of the whole file. A block whose trailing run is longer than the bound is cut at
+its end, so every block finishes windows and the work stays linear in the file's size.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from typing import Protocol
 
 from corrective_rag.models.tokens import TokenWindow
 
-__all__ = ["BLOCK_CHARS", "Windower", "stream_windows"]
+__all__ = ["BLOCK_CHARS", "WINDOW_CHARS", "Windower", "bounded", "stream_windows"]
 
 # 256 KB of text per tokenizer call: thousands of windows per block, so the re-tokenized carry
 # (under one window) costs < 1%, while a block's tokens and offsets stay a few MB.
 BLOCK_CHARS = 1 << 18
+# The most characters in one window. 256 model tokens of prose are ~1.3 KB and of code or URLs
+# ~3 KB; 8 KB is past any text the model reads in one window, and far below a store's limit.
+WINDOW_CHARS = 1 << 13
 
 
 class Windower(Protocol):
@@ -30,10 +38,30 @@ class Windower(Protocol):
         ...
 
 
-def _cut(text: str) -> int:
-    """Where to end a block: before its last whitespace, or at its end when it has none."""
+def _cut(text: str, max_chars: int) -> int:
+    """Where to end a block: before its last whitespace, or at its end when it has none.
+
+    A trailing run of more than ``max_chars`` is no word the tokenizer could merge across the
+    cut: the block then ends at its end (the run is cut in characters anyway).
+    """
     cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"))
-    return cut if cut > 0 else len(text)
+    return cut if cut > 0 and len(text) - cut <= max_chars else len(text)
+
+
+def bounded(windows: Iterable[TokenWindow], max_chars: int) -> Iterator[TokenWindow]:
+    """``windows`` with each longer than ``max_chars`` characters cut into consecutive pieces.
+
+    A piece's token count is its share of the window's, at least 1.
+    """
+    for w in windows:
+        length = w.end - w.start
+        if length <= max_chars:
+            yield w
+            continue
+        for start in range(0, length, max_chars):
+            end = min(start + max_chars, length)
+            tokens = max(1, w.tokens * (end - start) // length)
+            yield TokenWindow(w.start + start, w.start + end, w.text[start:end], tokens)
 
 
 def stream_windows(
@@ -43,6 +71,7 @@ def stream_windows(
     overlap: int,
     *,
     block_chars: int = BLOCK_CHARS,
+    max_chars: int = WINDOW_CHARS,
 ) -> Iterator[TokenWindow]:
     """Windows over the concatenation of ``pieces``, offsets into that whole text.
 
@@ -52,6 +81,7 @@ def stream_windows(
         size: tokens per window, as ``windower.windows`` counts them.
         overlap: tokens shared by consecutive windows.
         block_chars: characters gathered before each tokenizer call.
+        max_chars: the most characters in one window (see :func:`bounded`).
     """
     buf = ""
     base = 0  # offset of buf[0] in the whole text
@@ -60,8 +90,8 @@ def stream_windows(
         buf += piece
         if len(buf) < wanted:
             continue
-        cut = _cut(buf)
-        windows = windower.windows(buf[:cut], size, overlap)
+        cut = _cut(buf, max_chars)
+        windows = list(bounded(windower.windows(buf[:cut], size, overlap), max_chars))
         done = next((k for k, w in enumerate(windows) if w.end >= cut), len(windows))
         for w in windows[:done]:
             yield TokenWindow(base + w.start, base + w.end, w.text, w.tokens)
@@ -70,5 +100,5 @@ def stream_windows(
         base += restart
         # no window was finished: a window spans more than a block; gather more before retrying
         wanted = len(buf) + block_chars if done == 0 else block_chars
-    for w in windower.windows(buf, size, overlap):
+    for w in bounded(windower.windows(buf, size, overlap), max_chars):
         yield TokenWindow(base + w.start, base + w.end, w.text, w.tokens)

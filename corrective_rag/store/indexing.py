@@ -261,7 +261,9 @@ def index_documents(
         also = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
         raise InputError(f"no documents found in {', '.join(map(str, resolved))}{also}")
     kept = set(seen) | {path for path, _ in skipped}  # a skipped file is not gone
-    pruned = _prune(store, resolved, kept) if prune else 0
+    # nor is anything under a skipped folder (one that could not be listed)
+    unlisted = tuple(path + os.sep for path, _ in skipped)
+    pruned = _prune(store, resolved, kept, unlisted) if prune else 0
     report = IndexReport(len(seen), written, replaced, pruned, tuple(skipped))
     log.info("indexed", files=report.files, documents=written, replaced=replaced, pruned=pruned)
     return report
@@ -276,13 +278,18 @@ def _flagged(doc: Document) -> Document:
     return Document(doc.id, doc.text, {**doc.metadata, INCOMPLETE: True})
 
 
-def _prune(store: Any, roots: list[Path], present: set[str]) -> int:
-    """Delete documents whose source lies under one of the folders ``roots`` but was not read."""
+def _prune(store: Any, roots: list[Path], present: set[str], unlisted: tuple[str, ...]) -> int:
+    """Delete documents whose source lies under one of the folders ``roots`` but was not read.
+
+    Sources in ``present`` or under a folder of ``unlisted`` (each ending in a separator) stay.
+    """
     folders = [str(r) + os.sep for r in roots if r.is_dir()]
     if not folders:
         return 0
     gone = [
-        s for s in store.sources() if s not in present and any(s.startswith(f) for f in folders)
+        s
+        for s in store.sources()
+        if s not in present and not s.startswith(unlisted) and s.startswith(tuple(folders))
     ]
     deleted = 0
     for source in gone:

@@ -36,7 +36,8 @@ from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.models.tokenizer import ModelTokenizer
-from corrective_rag.store.chunking import Windower, stream_windows
+from corrective_rag.store.checks import MAX_TEXT_CHARS
+from corrective_rag.store.chunking import WINDOW_CHARS, Windower, bounded, stream_windows
 from corrective_rag.types import Document
 
 __all__ = [
@@ -72,16 +73,18 @@ class UnreadableFileError(InputError):
     """A file that cannot be read as text: not UTF-8, empty, holding NUL, or not readable."""
 
 
-def unreadable_reason(path: Path) -> str | None:
+def unreadable_reason(path: Path, *, whole: bool = False) -> str | None:
     """Why ``path`` cannot be indexed as a text or JSONL file, or ``None`` when it can.
 
     Reads the file once, in blocks (a large file costs no memory): it must be UTF-8 (a BOM is
-    fine), hold something besides white space, and hold no NUL character.
+    fine), hold something besides white space, and hold no NUL character. With ``whole``
+    (texts kept whole, not cut into windows), a text file must also fit in one document.
     """
     if path.suffix.lower() not in TEXT_SUFFIXES + JSONL_SUFFIXES:
         return f"unsupported file type {path.suffix.lower() or '(none)'!r}"
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     blank = True
+    chars = 0
     try:
         with path.open("rb") as fh:
             while block := fh.read(BLOCK_READ):
@@ -89,12 +92,22 @@ def unreadable_reason(path: Path) -> str | None:
                 if "\x00" in text:
                     return "holds NUL characters (binary?)"
                 blank = blank and not text.strip()
+                chars += len(text)
             blank = blank and not decoder.decode(b"", final=True).strip()
     except UnicodeDecodeError as exc:
         return f"not UTF-8 text ({exc})"
     except OSError as exc:
         return f"cannot read ({exc})"
+    if whole and chars > MAX_TEXT_CHARS and path.suffix.lower() in TEXT_SUFFIXES:
+        return _too_long(chars)
     return "file is empty" if blank else None
+
+
+def _too_long(chars: int) -> str:
+    return (
+        f"{chars} characters, more than one document holds ({MAX_TEXT_CHARS}), "
+        "and texts are kept whole (no chunk_tokens)"
+    )
 
 
 def path_name(path: PathArg) -> str:
@@ -123,16 +136,20 @@ def canonical_path(path: PathArg) -> str:
     return str(Path(path).resolve())
 
 
-def _expand(paths: PathArg | Iterable[PathArg]) -> Iterator[Path]:
+def _expand(
+    paths: PathArg | Iterable[PathArg], unreadable: Callable[[Path, str], None] | None = None
+) -> Iterator[Path]:
     seen: set[Path] = set()
-    for path in _walk(paths):
+    for path in _walk(paths, unreadable):
         canonical = path.resolve()
         if canonical not in seen:
             seen.add(canonical)
             yield canonical
 
 
-def _walk(paths: PathArg | Iterable[PathArg]) -> Iterator[Path]:
+def _walk(
+    paths: PathArg | Iterable[PathArg], unreadable: Callable[[Path, str], None] | None
+) -> Iterator[Path]:
     if isinstance(paths, str | os.PathLike):
         items: list[Any] = [paths]
     elif isinstance(paths, bytes) or not isinstance(paths, Iterable):
@@ -144,13 +161,34 @@ def _walk(paths: PathArg | Iterable[PathArg]) -> Iterator[Path]:
             raise InputError(f"expected a file or folder path, got {item!r}")
         path = Path(item)
         if path.is_dir():
-            for child in sorted(path.rglob("*")):
+            for child in _files_under(path, unreadable):
                 if child.is_file() and child.suffix.lower() in TEXT_SUFFIXES + JSONL_SUFFIXES:
                     yield child
         elif path.is_file():
             yield path
         else:
             raise InputError(f"{path}: no such file or directory")
+
+
+def _files_under(folder: Path, unreadable: Callable[[Path, str], None] | None) -> list[Path]:
+    """Every file under ``folder``, sorted; a folder that cannot be listed is never passed over.
+
+    Without ``unreadable`` it raises :class:`UnreadableFileError`; with it, it is reported
+    there like an unreadable file (so that nothing under it counts as gone), and the walk goes on.
+    """
+    found: list[Path] = []
+
+    def failed(exc: OSError) -> None:
+        where = Path(exc.filename) if exc.filename else folder
+        reason = f"cannot read folder ({exc.strerror or exc})"
+        if unreadable is None:
+            raise UnreadableFileError(f"{path_name(where)}: {reason}") from exc
+        log.warning("folder_skipped", path=path_name(where), reason=reason)
+        unreadable(where, reason)
+
+    for root, _dirs, names in os.walk(folder, onerror=failed):
+        found.extend(Path(root, name) for name in names)
+    return sorted(found)
 
 
 def _chunks(
@@ -166,7 +204,8 @@ def _chunks(
     if size is None or counter is None:
         windows = [(0, len(text), text)]
     else:
-        windows = [(w.start, w.end, w.text) for w in counter.windows(text, size, overlap)]
+        cut = bounded(counter.windows(text, size, overlap), WINDOW_CHARS)
+        windows = [(w.start, w.end, w.text) for w in cut]
     windows = [w for w in windows if w[2].strip()]
     single = len(windows) == 1 and not always_number
     for i, (start, end, chunk) in enumerate(windows):
@@ -180,7 +219,10 @@ def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
     meta = {"source": name}
     counter, size, overlap = options["counter"], options["size"], options["overlap"]
     if size is None or counter is None:
-        yield from _chunks(name, _read_text(path), meta, always_number=True, **options)
+        text = _read_text(path)
+        if len(text) > MAX_TEXT_CHARS:
+            raise UnreadableFileError(_too_long(len(text)))
+        yield from _chunks(name, text, meta, always_number=True, **options)
         return
     try:
         with path.open(encoding="utf-8-sig") as fh:
@@ -305,7 +347,7 @@ def iter_documents(
             (:func:`unreadable_reason`: not UTF-8, empty, holding NUL, unreadable or of an
             unknown kind), calling this with its path and the reason, instead of raising
             :class:`UnreadableFileError`. Each file is then read twice (checked first, so that
-            none is half indexed).
+            none is half indexed). A folder that cannot be listed is reported the same way.
 
     Raises:
         InputError: a file is missing, unreadable, not UTF-8, of an unknown kind, a JSONL line
@@ -317,9 +359,9 @@ def iter_documents(
         counter = _check_window(chunk_tokens, overlap, counter)
     options: dict[str, Any] = {"counter": counter, "size": chunk_tokens, "overlap": overlap}
     seen: dict[str, str] = {}  # id -> where it came from: a repeated id would overwrite silently
-    files = _expand(paths)
+    files = _expand(paths, skip_unreadable)
     if skip_unreadable is not None:
-        files = _readable(files, skip_unreadable)
+        files = _readable(files, skip_unreadable, whole=chunk_tokens is None)
     for doc, where in _located(files, options, skip_empty):
         if doc.id in seen:
             raise InputError(f"{where}: duplicate document id {doc.id!r} (first at {seen[doc.id]})")
@@ -327,10 +369,12 @@ def iter_documents(
         yield doc
 
 
-def _readable(files: Iterable[Path], skipped: Callable[[Path, str], None]) -> Iterator[Path]:
+def _readable(
+    files: Iterable[Path], skipped: Callable[[Path, str], None], *, whole: bool
+) -> Iterator[Path]:
     """``files`` without those :func:`unreadable_reason` refuses, each reported to ``skipped``."""
     for path in files:
-        reason = unreadable_reason(path)
+        reason = unreadable_reason(path, whole=whole)
         if reason is None:
             yield path
         else:

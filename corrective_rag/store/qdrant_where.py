@@ -7,9 +7,11 @@ the Qdrant backend (:class:`~corrective_rag.store.qdrant.QdrantBackend`)::
     {"year": {"$gte": 2020}}                         $eq $ne $gt $gte $lt $lte $in $nin
     {"$and": [{...}, {...}]}, {"$or": [{...}, ...]}  nested freely
 
-Metadata lives under the point's ``metadata`` payload key. Qdrant's equality match takes
-strings, integers and booleans; a float is matched as the range ``[v, v]``. ``$ne`` and ``$nin``
-match only documents that have the field (as chroma does).
+Metadata lives under the point's ``metadata`` payload key. The semantics are the contract's
+(:mod:`~corrective_rag.store.backend`): a number equals a stored number of the same value, int
+or float (Qdrant's integer match misses a stored float, so numbers are matched as the range
+``[v, v]``); a bool only a bool; ``$ne`` and ``$nin`` are plain negations, so documents
+without the field match them.
 """
 
 from __future__ import annotations
@@ -59,12 +61,7 @@ def _clause(key: str, value: Any, where: Mapping[str, Any]) -> Any:
     if op == "$eq":
         return _equals(field, filter_scalar(operand, where))
     if op == "$ne":
-        return models.Filter(
-            must_not=[
-                models.IsEmptyCondition(is_empty=models.PayloadField(key=field)),
-                _equals(field, filter_scalar(operand, where)),
-            ]
-        )
+        return models.Filter(must_not=[_equals(field, filter_scalar(operand, where))])
     if op in _RANGES:
         number = filter_scalar(operand, where)
         if isinstance(number, bool) or not isinstance(number, int | float):
@@ -76,15 +73,13 @@ def _clause(key: str, value: Any, where: Mapping[str, Any]) -> Any:
         any_of = models.Filter(should=[_equals(field, filter_scalar(v, where)) for v in operand])
         if op == "$in":
             return any_of
-        return models.Filter(
-            must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=field)), any_of]
-        )
+        return models.Filter(must_not=[any_of])
     raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
 
 
 def _equals(field: str, value: Any) -> Any:
     from qdrant_client import models
 
-    if isinstance(value, float):  # Qdrant matches str, int and bool; a float is a point range
+    if isinstance(value, int | float) and not isinstance(value, bool):  # int or float stored
         return models.FieldCondition(key=field, range=models.Range(gte=value, lte=value))
     return models.FieldCondition(key=field, match=models.MatchValue(value=value))

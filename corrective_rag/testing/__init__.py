@@ -6,12 +6,14 @@ from corrective_rag.testing.fakes import (
     ScriptedGenerator,
     ScriptedRewriter,
 )
+from corrective_rag.testing.filter_contract import FilterContract
 from corrective_rag.testing.hostile import HostileLLMServer
 from corrective_rag.testing.server import Fault, FaultChooser, ScriptedLLMServer
 
 __all__ = [
     "Fault",
     "FaultChooser",
+    "FilterContract",
     "HostileLLMServer",
     "ListRetriever",
     "ScriptedEvaluator",

@@ -28,8 +28,17 @@ META = {"lang": "en", "year": 2021, "draft": False, "score": 0.5}
         ({"lang": {"$in": ["fr", "en"]}}, True),
         ({"lang": {"$nin": ["fr", "en"]}}, False),
         ({"lang": {"$ne": "fr"}}, True),
-        ({"missing": {"$ne": "fr"}}, False),  # as chroma: $ne needs the field
-        ({"missing": {"$nin": ["fr"]}}, False),
+        ({"missing": {"$ne": "fr"}}, True),  # as chroma: $ne is the negation of $eq
+        ({"missing": {"$nin": ["fr"]}}, True),
+        ({"missing": "fr"}, False),
+        ({"missing": {"$in": ["fr"]}}, False),
+        ({"year": 2021.0}, True),  # numbers compare by value
+        ({"year": {"$in": [2021.0]}}, True),
+        ({"year": {"$ne": 2021.0}}, False),
+        ({"draft": {"$ne": 0}}, True),
+        ({"draft": {"$ne": False}}, False),
+        ({"score": {"$gt": 0.25}}, True),
+        ({"score": {"$lte": 0.25}}, False),
         ({"draft": 0}, False),  # a bool is not the number 0
         ({"lang": {"$gt": 1}}, False),  # ranges compare numbers only
         ({"$or": [{"lang": "fr"}, {"year": 2021}]}, True),

@@ -172,3 +172,57 @@ def test_cli_index_skip_unreadable(tmp_path, capsys) -> None:
     assert "indexed 2 documents from 2 files" in out
     assert "skipped 3 unreadable files" in out
     assert "latin.txt: not UTF-8" in out
+
+
+@pytest.fixture
+def unlistable(monkeypatch):
+    """Makes listing the folders added to the returned set fail with PermissionError (tests run
+    as root, whom permission bits do not stop)."""
+    real_scandir = os.scandir
+    refused: set[str] = set()
+
+    def scandir(path=".", *args, **kwargs):
+        if os.fspath(path) in refused:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    return refused
+
+
+def test_prune_keeps_a_subfolder_that_became_unreadable(tmp_path, store, unlistable) -> None:
+    """A subfolder that cannot be listed is reported as skipped, and nothing under it is pruned."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.txt").write_text("Owls hunt at night.", encoding="utf-8")
+    (docs / "sub" / "b.txt").write_text("Bees make honey.", encoding="utf-8")
+    index_paths(store, [docs])
+    unlistable.add(str(docs / "sub"))
+    report = index_paths(store, [docs], prune=True, skip_unreadable=True)
+    assert {f"{docs}/a.txt#0", f"{docs}/sub/b.txt#0"} == set(store.ids())
+    assert 0 == report.pruned
+    assert [str(docs / "sub")] == [path for path, _ in report.skipped]
+    assert "cannot read folder" in report.skipped[0][1]
+
+
+def test_an_unreadable_subfolder_stops_indexing_without_skip(tmp_path, store, unlistable) -> None:
+    """Without skip_unreadable, a subfolder that cannot be listed is an error naming it."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.txt").write_text("Owls hunt at night.", encoding="utf-8")
+    unlistable.add(str(docs / "sub"))
+    with pytest.raises(UnreadableFileError, match=r"sub: cannot read folder"):
+        index_paths(store, [docs], prune=True)
+    assert [] == store.ids()
+
+
+def test_cli_index_skips_a_long_run_without_word_breaks(tmp_path, capsys) -> None:
+    """`index --skip-unreadable` of a folder holding a 1.2 MB hex dump indexes every file."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Owls hunt at night.", encoding="utf-8")
+    (docs / "dump.txt").write_text("0123456789abcdef" * 75_000, encoding="utf-8")
+    store_dir = str(tmp_path / "store")
+    argv = ["index", str(docs), "--store", store_dir, "--no-progress", "--skip-unreadable"]
+    assert 0 == main(argv)
+    assert "from 2 files" in capsys.readouterr().out

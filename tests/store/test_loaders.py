@@ -85,3 +85,74 @@ def test_bad_files_and_options_are_refused(tmp_path) -> None:
         load_documents(tmp_path / "latin.txt")
     with pytest.raises(ConfigError):
         list(iter_documents(tmp_path, chunk_tokens=10, overlap=10))
+
+
+class RunWindower:
+    """Every run without white space is one token, as a WordPiece tokenizer sees a hex dump."""
+
+    def __init__(self) -> None:
+        self.chars = 0  # characters tokenized, over every call
+
+    def windows(self, text, size, overlap):
+        import re
+
+        from corrective_rag.models.tokens import token_windows
+
+        self.chars += len(text)
+        starts = [m.start() for m in re.finditer(r"\S+", text)]
+        return token_windows(text, starts, size, overlap)
+
+
+def _hex_dump(path, chars: int) -> str:
+    text = ("0123456789abcdef" * (chars // 16 + 1))[:chars]
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def test_a_run_without_word_breaks_is_cut_into_bounded_windows(tmp_path) -> None:
+    """A 1.2 MB hex dump becomes windows of at most WINDOW_CHARS that tile the file."""
+    from corrective_rag.store.chunking import WINDOW_CHARS
+
+    path = tmp_path / "dump.txt"
+    text = _hex_dump(path, 1_200_000)
+    docs = load_documents(path, chunk_tokens=256, overlap=32)
+    assert max(len(d.text) for d in docs) <= WINDOW_CHARS
+    assert text == "".join(d.text for d in docs)
+    assert all(text[d.metadata["start"] : d.metadata["end"]] == d.text for d in docs)
+
+
+def test_windowing_a_long_run_is_linear(tmp_path) -> None:
+    """A 3 MB run without white space is tokenized about once, not once per block."""
+    path = tmp_path / "dump.txt"
+    _hex_dump(path, 3_000_000)
+    windower = RunWindower()
+    docs = list(iter_documents(path, chunk_tokens=256, overlap=32, counter=windower))
+    assert windower.chars < 2 * 3_000_000
+    assert len(docs) > 300
+
+
+def test_a_record_without_word_breaks_is_cut_too(tmp_path) -> None:
+    """A JSONL record of one long run is cut into bounded windows as a text file is."""
+    from corrective_rag.store.chunking import WINDOW_CHARS
+
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"id": "r", "text": "ab" * 20_000}) + "\n", encoding="utf-8")
+    docs = load_documents(path, chunk_tokens=64, overlap=0, counter=RunWindower())
+    assert 5 == len(docs)
+    assert max(len(d.text) for d in docs) <= WINDOW_CHARS
+
+
+def test_a_whole_text_too_long_for_a_document_is_skipped_or_named(tmp_path) -> None:
+    """Kept whole, a text over the store's limit is skipped with skip_unreadable, else named."""
+    from corrective_rag.store.loaders import UnreadableFileError
+
+    _hex_dump(tmp_path / "dump.txt", 1_100_000)
+    (tmp_path / "note.txt").write_text("A short note.", encoding="utf-8")
+    skipped = []
+    docs = list(
+        iter_documents(tmp_path, chunk_tokens=None, skip_unreadable=lambda p, w: skipped.append(w))
+    )
+    assert ["note.txt#0"] == [d.id.rsplit("/", 1)[-1] for d in docs]
+    assert 1 == len(skipped) and "1100000 characters" in skipped[0]
+    with pytest.raises(UnreadableFileError, match=r"dump\.txt: 1100000 characters"):
+        list(iter_documents(tmp_path, chunk_tokens=None))

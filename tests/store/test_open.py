@@ -255,3 +255,52 @@ def test_a_second_dense_backend_is_one_class() -> None:
         assert {"owl", "tea"} == set(backend.ids(None)) == set(store.ids())
         assert "mars" not in {h.document.id for h in store.retrieve("planet")}
     assert 0 == backend.count()  # close() reached the backend
+
+
+def test_a_read_only_open_of_a_missing_collection_names_those_there_and_creates_none(
+    tmp_path,
+) -> None:
+    """A reader asking for a collection the store lacks gets a StoreError; none is created."""
+    import chromadb
+
+    folder = tmp_path / "s"
+    with HybridStore.open(folder, embedder=HashEmbedder()) as writer:
+        writer.add(DOCS)
+    reader = HybridStore.open(
+        folder, read_only=True, collection="corective_rag", embedder=HashEmbedder()
+    )
+    with pytest.raises(StoreError, match=r"'corective_rag' not found.*'corrective_rag'"):
+        reader.count()
+    reader.close()
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        assert ["corrective_rag"] == sorted(c.name for c in client.list_collections())
+    finally:
+        client.close()
+
+
+def _two_stores(tmp_path: Path) -> tuple[str, str]:
+    stores = []
+    for name, text in (("main", "Owls hunt at night."), ("more", "Barn owls nest in barns.")):
+        doc = tmp_path / f"{name}.txt"
+        doc.write_text(text, encoding="utf-8")
+        store = str(tmp_path / f"store-{name}")
+        assert 0 == main(["index", str(doc), "--store", store, "--no-progress"])
+        stores.append(store)
+    return stores[0], stores[1]
+
+
+def test_a_fallback_store_is_read_while_a_writer_holds_it(tmp_path) -> None:
+    """--fallback-store opens read-only: a writer's lock on it does not stop a run."""
+    store, fallback = _two_stores(tmp_path)
+    with HybridStore.open(fallback, embedder=HashEmbedder()):  # a writer holds the folder
+        assert 0 == main(["run", "owls", "--store", store, "--fallback-store", fallback])
+
+
+def test_an_empty_fallback_folder_is_refused_and_stays_empty(tmp_path) -> None:
+    """--fallback-store on an empty folder is an error; no store is created there."""
+    store, _ = _two_stores(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert 0 != main(["run", "owls", "--store", store, "--fallback-store", str(empty)])
+    assert [] == list(empty.iterdir())

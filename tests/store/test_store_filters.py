@@ -1,0 +1,266 @@
+"""The filter suite of :mod:`corrective_rag.testing.filter_contract`, run over both store engines.
+
+Each store holds the suite's documents; ``ids(where=...)`` and ``retrieve(..., where=...)`` must
+select exactly what the reference implementation selects, and invalid filters are InputErrors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from corrective_rag.errors import InputError
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing import FilterContract
+from corrective_rag.testing.filter_contract import (
+    FILTER_DOCUMENTS,
+    ISSUE_FILTERS,
+    LetterEmbedder,
+    expected_ids,
+    filter_mismatches,
+    reference_matches,
+)
+
+
+@pytest.fixture(scope="module", params=["chroma", "qdrant"])
+def store(request) -> Iterator[HybridStore]:
+    """One in-memory store per engine holding the suite's documents."""
+    if request.param == "qdrant":
+        pytest.importorskip("qdrant_client", reason="needs the qdrant extra")
+        made = HybridStore.qdrant(":memory:", embedder=LetterEmbedder())
+    else:
+        made = HybridStore.in_memory(embedder=LetterEmbedder())
+    made.add(FILTER_DOCUMENTS)
+    yield made
+    made.close()
+
+
+class TestStoreIds(FilterContract):
+    """``HybridStore.ids(where=...)`` on each engine."""
+
+    @pytest.fixture(autouse=True)
+    def _hold(self, store: HybridStore) -> None:
+        self.store = store
+
+    def select(self, where):
+        return self.store.ids(where=where)
+
+
+class TestStoreRetrieve(FilterContract):
+    """``HybridStore.retrieve(..., where=...)`` on each engine: both legs, fused."""
+
+    @pytest.fixture(autouse=True)
+    def _hold(self, store: HybridStore) -> None:
+        self.store = store
+
+    def select(self, where):
+        hits = self.store.retrieve("year", top_k=len(FILTER_DOCUMENTS), where=where)
+        return [hit.document.id for hit in hits]
+
+
+def test_the_issue_filters_read_as_chroma_reads_them(store) -> None:
+    """The nine filters of issue 32 and the interrupted-chunk filter select these ids."""
+    expected = [
+        {"int", "float"},
+        {"int", "float"},
+        {"bool", "none", "text"},
+        {"bool", "none", "text"},
+        {"int", "float"},
+        {"bool"},
+        set(),
+        {"int", "float"},
+        {"int", "float", "none", "text"},
+        {"int", "bool", "none"},
+    ]
+    assert expected == [set(store.ids(where=w)) for w in ISSUE_FILTERS]
+    assert expected == [set(expected_ids(w, FILTER_DOCUMENTS)) for w in ISSUE_FILTERS]
+
+
+def test_a_fractional_bound_compares_integers_by_value(store) -> None:
+    """0.5 is not the integer 0: equality and ranges read a fraction exactly (chroma truncates)."""
+    docs = FILTER_DOCUMENTS
+    for where in (
+        {"n": 0.5},
+        {"n": {"$ne": 0.5}},
+        {"n": {"$in": [0.5, 1.5]}},
+        {"n": {"$nin": [0.5, -2.5]}},
+        {"n": {"$lt": 0.5}},
+        {"n": {"$lte": -0.5}},
+        {"n": {"$gt": -0.5}},
+        {"n": {"$gte": 0.5}},
+        {"n": {"$gte": 1.2}},
+        {"n": {"$lt": -2.5}},
+        {"n": {"$gt": -3.5}},
+        {"n": {"$lte": 1.2}},
+    ):
+        assert sorted(expected_ids(where, docs)) == sorted(store.ids(where=where)), where
+
+
+def test_a_flipped_ne_fails_the_suite() -> None:
+    """An implementation whose $ne needs the field (the old Qdrant and bridge) fails the suite."""
+    from corrective_rag.testing.filter_contract import reference_matches
+
+    def old_ne(where, metadata):
+        ((key, cond),) = where.items()
+        if isinstance(cond, dict) and "$ne" in cond:
+            return key in metadata and reference_matches(where, metadata)
+        return reference_matches(where, metadata)
+
+    def select(where):
+        if len(where) != 1 or next(iter(where)).startswith("$"):
+            return expected_ids(where, FILTER_DOCUMENTS)
+        return [d.id for d in FILTER_DOCUMENTS if old_ne(where, d.metadata)]
+
+    lines = filter_mismatches(select)
+    assert any("{'incomplete': {'$ne': True}}" in line for line in lines)
+    with pytest.raises(AssertionError, match="filters read unlike the reference"):
+
+        class Flipped(FilterContract):
+            def select(self, where):
+                return select(where)
+
+        Flipped().test_filters_select_what_the_reference_selects()
+
+
+def test_the_reference_refuses_what_it_cannot_read() -> None:
+    """The oracle itself raises InputError on every invalid filter of the suite."""
+    from corrective_rag.testing.filter_contract import INVALID_FILTERS, reference_matches
+
+    for where in INVALID_FILTERS:
+        for metadata in ({"year": 2021}, {}):
+            with pytest.raises(InputError):
+                reference_matches(where, metadata)
+
+
+def _translators():
+    from corrective_rag.integrations.bridge import where_matches
+    from corrective_rag.store.chroma_where import to_chroma_where
+
+    found = {"bridge": lambda w: where_matches(w, {"a": 1}), "chroma": to_chroma_where}
+    try:
+        from corrective_rag.store.qdrant_where import to_qdrant_filter
+
+        pytest.importorskip("qdrant_client")
+        found["qdrant"] = to_qdrant_filter
+    except pytest.skip.Exception:
+        pass
+    return found
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ({}, "expected a non-empty mapping"),
+        ({"$or": "ab"}, "$or needs a non-empty list"),
+        ({"$and": {"a": 1}}, "$and needs a non-empty list"),
+        ({"$and": []}, "$and needs a non-empty list"),
+        ({"$bogus": 1}, "unknown operator '$bogus'"),
+        ({"a": {"$like": 1}}, "unknown operator '$like'"),
+        ({"a": [1]}, "[1] is not a str, int, float or bool"),
+        ({"a": {"$eq": None}}, "None is not a str, int, float or bool"),
+        ({"a": {"$ne": None}}, "None is not a str, int, float or bool"),
+        ({"a": {"$gt": None}}, "None is not a str, int, float or bool"),
+        ({"a": {"$nin": [None]}}, "None is not a str, int, float or bool"),
+        ({"a": {"$in": [None]}}, "None is not a str, int, float or bool"),
+        ({"a": {"$gt": 1, "$lt": 2}}, "one operator per field"),
+        ({"a": {"$gt": "x"}}, "$gt needs a number"),
+        ({"a": {"$lte": True}}, "$lte needs a number"),
+        ({"a": {"$in": []}}, "$in needs a non-empty list"),
+        ({"a": {"$nin": "ab"}}, "$nin needs a non-empty list"),
+        ({"a": float("nan")}, "nan is not a finite number"),
+    ],
+)
+def test_an_invalid_filter_names_itself_and_what_is_wrong(where, reason) -> None:
+    """Every translation refuses a bad filter with an InputError naming the filter and the fault."""
+    for name, translate in _translators().items():
+        with pytest.raises(InputError) as caught:
+            translate(where)
+        message = str(caught.value)
+        assert message.startswith(f"invalid metadata filter {where!r}: "), name
+        assert reason in message, name
+
+
+def test_a_backend_that_fails_is_reported_case_by_case() -> None:
+    """Every case a broken backend gets wrong is one line naming the filter and what happened."""
+    from corrective_rag.testing.filter_contract import (
+        FILTER_CASES,
+        INVALID_FILTERS,
+        refusal_mismatches,
+    )
+
+    def raising(where):
+        raise ValueError("engine down")
+
+    lines = filter_mismatches(raising)
+    assert len(FILTER_CASES) == len(lines)
+    assert f"{FILTER_CASES[-1]!r}: raised ValueError: engine down" == lines[-1]
+
+    accepted = refusal_mismatches(lambda where: ["b", "a"])
+    assert len(INVALID_FILTERS) == len(accepted)
+    assert f"{INVALID_FILTERS[-1]!r}: accepted, selected ['a', 'b']" == accepted[-1]
+    wrong = refusal_mismatches(raising)
+    assert f"{INVALID_FILTERS[0]!r}: raised ValueError, not InputError" == wrong[0]
+    assert len(INVALID_FILTERS) == len(wrong)
+    assert [] == refusal_mismatches(lambda where: reference_matches(where, {}))
+    asked: list[object] = []
+    refusal_mismatches(lambda where: asked.append(where) or [])
+    assert list(INVALID_FILTERS) == asked
+
+    def refuses_the_first(where):
+        if where == INVALID_FILTERS[0]:
+            raise InputError("refused")
+        return []
+
+    assert len(INVALID_FILTERS) - 1 == len(refusal_mismatches(refuses_the_first))
+
+
+def test_the_suite_fails_a_backend_that_accepts_invalid_filters() -> None:
+    """FilterContract's refusal test raises AssertionError listing every accepted filter."""
+
+    class Lenient(FilterContract):
+        def select(self, where):
+            return []
+
+    with pytest.raises(AssertionError) as caught:
+        Lenient().test_invalid_filters_are_refused()
+    message = str(caught.value)
+    assert message.startswith("invalid filters not refused:\n{}: accepted, selected []\n")
+
+    class Flipped(FilterContract):
+        documents = FILTER_DOCUMENTS[:2]
+
+        def select(self, where):
+            return ["int"]
+
+    with pytest.raises(AssertionError) as caught:
+        Flipped().test_filters_select_what_the_reference_selects()
+    first = str(caught.value).split("\n")[:2]
+    assert ["filters read unlike the reference:", f"{ISSUE_FILTERS[0]!r}: expected"] == [
+        first[0],
+        first[1].split(" [")[0],
+    ]
+    assert "got ['int']" in str(caught.value) and "expected []" in str(caught.value)
+    assert "'text'" not in str(caught.value)  # only the subclass's two documents
+    assert str(caught.value).split("\n")[2].startswith("{")
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ({}, "not a non-empty mapping"),
+        ({"$bogus": 1}, "unknown operator '$bogus'"),
+        ({"$or": []}, "$or takes a non-empty list"),
+        ({"a": {"$gt": 1, "$lt": 2}}, "one operator per field"),
+        ({"a": {"$gt": "x"}}, "$gt takes a number"),
+        ({"a": {"$like": 1}}, "unknown operator '$like'"),
+        ({"a": [1]}, "[1] is not a str, int, float or bool"),
+        ({"a": float("nan")}, "nan is not a finite number"),
+        ({"a": {"$in": []}}, "$in/$nin take a non-empty list"),
+    ],
+)
+def test_the_reference_says_what_is_wrong(where, reason) -> None:
+    """The oracle's InputError names the fault, so a user sees why a case is invalid."""
+    with pytest.raises(InputError, match="invalid metadata filter") as caught:
+        reference_matches(where, {})
+    assert reason in str(caught.value)
