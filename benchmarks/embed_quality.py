@@ -4,8 +4,8 @@
 
 For each BEIR folder, the same documents and queries are embedded by the torch
 ``SentenceTransformerEmbedder`` and by ``OnnxEmbedder`` at each ``--precision``, indexed into an
-in-memory ``HybridStore`` each, and searched with every judged query. The default embedder must
-keep both nDCG@10 figures within ``--tolerance`` (0.005) of torch's; the cosine between the two
+in-memory ``HybridStore`` each, and searched with every judged query. A precision passes when
+both nDCG@10 figures are within ``--tolerance`` (0.005) of torch's; the cosine between the two
 models' vectors of each document is reported too. Vectors are kept in ``.npz`` files under the
 temp folder, so a rerun embeds nothing.
 """
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     precisions = args.precision or ["int8"]
     results: dict[str, Any] = {"tolerance": args.tolerance, "collections": {}}
-    ok = True
+    passed: dict[str, bool] = {}
     for folder in args.folders:
         data = load_collection(folder)
         texts = [d.text for d in data.documents]
@@ -81,11 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{data.name}: {len(texts)} docs, {len(data.queries)} queries")
         for name, run in runs.items():
             delta = {k: round(v - runs["torch"][k], 4) for k, v in run.items()}
-            if name == "onnx-int8" or (name != "torch" and "onnx-int8" not in runs):
-                ok = ok and all(abs(d) <= args.tolerance for d in delta.values())
+            passed[name] = passed.get(name, True) and all(
+                abs(d) <= args.tolerance for d in delta.values()
+            )
             print(f"  {name:13s} {run}  delta vs torch {delta}  cos {cosines.get(name, '')}")
-    results["default_within_tolerance"] = ok
-    print(f"default (onnx-int8) within {args.tolerance} of torch: {ok}")
+    results["within_tolerance"] = passed
+    print(f"within {args.tolerance} of torch on every collection: {passed}")
     write_json(args.json_out, results)
     return 0
 

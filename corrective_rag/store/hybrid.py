@@ -79,7 +79,7 @@ class HybridStore:
             returning one, called by :meth:`warm_up` (so that opening it is lazy).
         collection: the name of the BM25 side's files in ``directory`` (3-512 characters).
         embedder: computes embeddings; ``default_embedder()`` (the offline all-MiniLM-L6-v2
-            run by ONNX Runtime, int8) by default, created lazily.
+            run by ONNX Runtime, float32) by default, created lazily.
         fusion: how the legs are fused; ``ConvexFusion(0.5)`` by default (equal weights on
             min-max normalised scores: the best mean nDCG@10 over the four benchmark
             collections, and better than either leg alone on each); ``RRFusion()`` for RRF.

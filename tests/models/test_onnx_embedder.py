@@ -33,7 +33,7 @@ def torch_vectors() -> np.ndarray:
 def int8_dir(tmp_path_factory):
     """A cache folder holding the int8 export, made by the first embedder that needs it."""
     folder = tmp_path_factory.mktemp("onnx-int8")
-    first = OnnxEmbedder(cache_dir=folder)
+    first = OnnxEmbedder(cache_dir=folder, precision="int8")
     first.embed(["export"])
     assert 1 == first.exports
     return folder
@@ -41,7 +41,7 @@ def int8_dir(tmp_path_factory):
 
 def test_int8_vectors_are_within_tolerance_of_torch(int8_dir, torch_vectors):
     """int8 vectors keep a cosine of at least 0.98 with torch's on each text, 0.99 on average."""
-    vectors = OnnxEmbedder(cache_dir=int8_dir, cache_size=0).embed(TEXTS)
+    vectors = OnnxEmbedder(cache_dir=int8_dir, precision="int8", cache_size=0).embed(TEXTS)
     cosines = np.sum(vectors * torch_vectors, axis=1)
     assert (len(TEXTS), 384) == vectors.shape
     assert cosines.min() >= 0.98, cosines
@@ -51,7 +51,7 @@ def test_int8_vectors_are_within_tolerance_of_torch(int8_dir, torch_vectors):
 
 def test_export_is_reused_from_the_cache(int8_dir):
     """A second embedder over the same cache folder loads the file and exports nothing."""
-    again = OnnxEmbedder(cache_dir=int8_dir)
+    again = OnnxEmbedder(cache_dir=int8_dir, precision="int8")
     again.embed(["no export this time"])
     assert 0 == again.exports
     assert [again.onnx_path()] == sorted(int8_dir.glob("*.onnx"))
@@ -59,7 +59,7 @@ def test_export_is_reused_from_the_cache(int8_dir):
 
 def test_a_vector_does_not_depend_on_the_texts_beside_it(int8_dir):
     """By default each text's vector is the same embedded alone or among others, in order."""
-    embedder = OnnxEmbedder(cache_dir=int8_dir, cache_size=0)
+    embedder = OnnxEmbedder(cache_dir=int8_dir, precision="int8", cache_size=0)
     together = embedder.embed(TEXTS)
     alone = np.vstack([embedder.embed([t]) for t in TEXTS])
     np.testing.assert_allclose(alone, together, atol=1e-6)
@@ -67,7 +67,7 @@ def test_a_vector_does_not_depend_on_the_texts_beside_it(int8_dir):
 
 def test_padded_batches_keep_order_and_tolerance(int8_dir, torch_vectors):
     """In padded batches sorted by length, each row is still its own text's vector."""
-    embedder = OnnxEmbedder(cache_dir=int8_dir, cache_size=0, batch_size=4)
+    embedder = OnnxEmbedder(cache_dir=int8_dir, precision="int8", cache_size=0, batch_size=4)
     cosines = np.sum(embedder.embed(TEXTS) * torch_vectors, axis=1)
     assert cosines.min() >= 0.98, cosines
 
@@ -96,8 +96,8 @@ def test_unknown_model_name_goes_the_torch_path():
 
 
 def test_default_store_embeds_through_onnx():
-    """A store built without an embedder uses the ONNX one (nothing loads until first use)."""
-    assert isinstance(default_embedder(), OnnxEmbedder)
+    """A store built without an embedder uses the float32 ONNX one (nothing loads yet)."""
+    assert "float32" == default_embedder().precision
     with HybridStore.in_memory() as store:
         assert isinstance(store.embedder, OnnxEmbedder)
 
