@@ -12,7 +12,7 @@ from corrective_rag.inputs import surrogate_at
 from corrective_rag.models.source import DEFAULT_MODEL, model_source
 from corrective_rag.models.tokens import TokenWindow, token_windows
 
-__all__ = ["ModelTokenizer"]
+__all__ = ["ModelTokenizer", "load_tokenizer"]
 
 
 class ModelTokenizer:
@@ -37,7 +37,7 @@ class ModelTokenizer:
     def _load(self) -> Any:
         with self._lock:
             if self._tokenizer is None:
-                self._tokenizer, self._max_tokens = _load_tokenizer(model_source(self.name))
+                self._tokenizer, self._max_tokens = load_tokenizer(model_source(self.name))
             return self._tokenizer
 
     @property
@@ -74,7 +74,7 @@ class ModelTokenizer:
         return token_windows(text, [start for start, _ in offsets], body, overlap)
 
 
-def _load_tokenizer(source: str) -> tuple[Any, int]:
+def load_tokenizer(source: str) -> tuple[Any, int]:
     """A ``tokenizers.Tokenizer`` without padding or truncation, and the model's max length."""
     from tokenizers import Tokenizer
 

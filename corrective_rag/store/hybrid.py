@@ -33,7 +33,7 @@ from typing import Any
 from corrective_rag.errors import ConfigError, InputError, StoreError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
-from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.models.onnx_embedder import default_embedder
 from corrective_rag.protocols import Embedder
 from corrective_rag.store import chroma, qdrant
 from corrective_rag.store.atomic import Sides, delete_documents, write_documents
@@ -82,8 +82,8 @@ class HybridStore:
         backend: the engine (a :class:`~corrective_rag.store.backend.Backend`), or a callable
             returning one, called by :meth:`warm_up` (so that opening it is lazy).
         collection: the name of the BM25 side's files in ``directory`` (3-512 characters).
-        embedder: computes embeddings; ``SentenceTransformerEmbedder()`` (offline
-            all-MiniLM-L6-v2) by default, created lazily.
+        embedder: computes embeddings; ``default_embedder()`` (the offline all-MiniLM-L6-v2
+            run by ONNX Runtime, float32) by default, created lazily.
         fusion: how the legs are fused; ``ConvexFusion(0.5)`` by default (equal weights on
             min-max normalised scores: the best mean nDCG@10 over the four benchmark
             collections, and better than either leg alone on each); ``RRFusion()`` for RRF.
@@ -112,7 +112,7 @@ class HybridStore:
         check_parts(fusion, embedder)
         if not isinstance(backend, Backend) and not callable(backend):
             raise ConfigError("backend must be a Backend or a callable returning one")
-        self.embedder: Embedder = embedder or SentenceTransformerEmbedder()
+        self.embedder: Embedder = embedder or default_embedder()
         self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
         self.collection_name = collection

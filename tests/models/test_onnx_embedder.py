@@ -1,0 +1,118 @@
+"""The ONNX Runtime embedder: torch's vectors within tolerance, from an export cached on disk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corrective_rag.errors import ConfigError
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.models.onnx_embedder import OnnxEmbedder, default_embedder
+from corrective_rag.store.hybrid import HybridStore
+
+# Real sentences of the kinds a store holds: a query, prose, a title line, text to strip, and a
+# text past the model's 256 tokens (the model reads its first 256).
+TEXTS = [
+    "How do I create a temporary file?",
+    "Mount St. Helens erupted explosively in May 1980 in Washington state, killing 57 people.",
+    "Sourdough bread rises through the fermentation of wild yeast and lactobacilli.",
+    "tempfile — Generate temporary files and directories",
+    "   The queen's gambit is a chess opening in which white offers a pawn.  \n",
+    " ".join(
+        f"Paragraph {i} lists the ledger entries of the accounting office." for i in range(40)
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return SentenceTransformerEmbedder(cache_size=0).embed(TEXTS)
+
+
+@pytest.fixture(scope="module")
+def int8_dir(tmp_path_factory):
+    """A cache folder holding the int8 export, made by the first embedder that needs it."""
+    folder = tmp_path_factory.mktemp("onnx-int8")
+    first = OnnxEmbedder(cache_dir=folder, precision="int8")
+    first.embed(["export"])
+    assert 1 == first.exports
+    return folder
+
+
+def test_int8_vectors_are_within_tolerance_of_torch(int8_dir, torch_vectors):
+    """int8 vectors keep a cosine of at least 0.98 with torch's on each text, 0.99 on average."""
+    vectors = OnnxEmbedder(cache_dir=int8_dir, precision="int8", cache_size=0).embed(TEXTS)
+    cosines = np.sum(vectors * torch_vectors, axis=1)
+    assert (len(TEXTS), 384) == vectors.shape
+    assert cosines.min() >= 0.98, cosines
+    assert cosines.mean() >= 0.99, cosines
+    np.testing.assert_allclose(np.ones(len(TEXTS)), np.linalg.norm(vectors, axis=1), atol=1e-5)
+
+
+def test_export_is_reused_from_the_cache(int8_dir):
+    """A second embedder over the same cache folder loads the file and exports nothing."""
+    again = OnnxEmbedder(cache_dir=int8_dir, precision="int8")
+    again.embed(["no export this time"])
+    assert 0 == again.exports
+    assert [again.onnx_path()] == sorted(int8_dir.glob("*.onnx"))
+
+
+def test_a_vector_does_not_depend_on_the_texts_beside_it(int8_dir):
+    """By default each text's vector is the same embedded alone or among others, in order."""
+    embedder = OnnxEmbedder(cache_dir=int8_dir, precision="int8", cache_size=0)
+    together = embedder.embed(TEXTS)
+    alone = np.vstack([embedder.embed([t]) for t in TEXTS])
+    np.testing.assert_allclose(alone, together, atol=1e-6)
+
+
+def test_padded_batches_keep_order_and_tolerance(int8_dir, torch_vectors):
+    """In padded batches sorted by length, each row is still its own text's vector."""
+    embedder = OnnxEmbedder(cache_dir=int8_dir, precision="int8", cache_size=0, batch_size=4)
+    cosines = np.sum(embedder.embed(TEXTS) * torch_vectors, axis=1)
+    assert cosines.min() >= 0.98, cosines
+
+
+def test_corrupt_cache_file_is_exported_again(tmp_path, torch_vectors):
+    """A torn file under the export's name is exported again (float32: torch's vectors)."""
+    embedder = OnnxEmbedder(cache_dir=tmp_path, precision="float32", cache_size=0)
+    path = embedder.onnx_path()
+    path.write_bytes(b"\x08\x07not a model, cut short")
+    neighbour = tmp_path / "user-notes.txt"
+    neighbour.write_text("kept", encoding="utf-8")
+    vectors = embedder.embed(TEXTS)
+    assert 1 == embedder.exports
+    assert path.stat().st_size > 1_000_000
+    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
+    assert "kept" == neighbour.read_text(encoding="utf-8")
+    assert [] == [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_unknown_model_name_goes_the_torch_path():
+    """A model other than the shipped default is embedded by torch, as named."""
+    named = default_embedder("sentence-transformers/no-such-model")
+    assert isinstance(named, SentenceTransformerEmbedder)
+    assert not isinstance(named, OnnxEmbedder)
+    assert "sentence-transformers/no-such-model" == named.name
+
+
+def test_default_store_embeds_through_onnx():
+    """A store built without an embedder uses the float32 ONNX one (nothing loads yet)."""
+    assert "float32" == default_embedder().precision
+    with HybridStore.in_memory() as store:
+        assert isinstance(store.embedder, OnnxEmbedder)
+
+
+def test_a_hub_name_is_refused_by_the_onnx_embedder(tmp_path):
+    """Exporting needs a local model folder: a hub name is a ConfigError, not a download."""
+    with pytest.raises(ConfigError, match="local model folder"):
+        OnnxEmbedder("sentence-transformers/no-such-model", cache_dir=tmp_path).embed(["x"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"precision": "int4"}, "precision"), ({"threads": 0}, "threads")],
+)
+def test_bad_settings_are_refused_early(kwargs, message):
+    """A precision or thread count it cannot use is a ConfigError at construction."""
+    with pytest.raises(ConfigError, match=message):
+        OnnxEmbedder(**kwargs)
