@@ -10,9 +10,23 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
+from collections.abc import Iterator
+
 import pytest
+import structlog
 
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+
+_STRUCTLOG = structlog.get_config()  # as a user's process starts: nothing configured
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_configured_at_start() -> Iterator[None]:
+    """A test that runs the CLI in-process configures structlog (filtering level, renderer):
+    put the start's configuration back, so a later test's ``capture_logs`` sees every event."""
+    yield
+    if structlog.get_config() != _STRUCTLOG:
+        structlog.configure(**_STRUCTLOG)
 
 
 @pytest.fixture(scope="session")

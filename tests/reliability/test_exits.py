@@ -205,7 +205,8 @@ def test_a_strict_grading_failure_charges_the_calls_that_had_succeeded():
             return orch.run(QUESTION), server.request_count
 
     def third_unreadable(request: Any, attempt: int) -> Fault | None:
-        return Fault.content("not a verdict") if '"d2"' in json.dumps(request) else None
+        prompts = [m.get("content", "") for m in request.get("messages", [])]
+        return Fault.content("not a verdict") if any('id="d2"' in p for p in prompts) else None
 
     good, _ = run(lambda request, attempt: None)
     failed, calls = run(third_unreadable)
