@@ -13,6 +13,7 @@ of about 0.995, but moved CISI's hybrid nDCG@10 by 0.0084, so it is not the defa
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from pathlib import Path
@@ -132,7 +133,10 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         model = self._load()
         if not _mean_pooled(model):
             raise ConfigError(f"{self.name!r} does not mean-pool its tokens: embed it with torch")
-        export_onnx(model, path, self.precision)
+        # Trace a copy: tracing the shared model before its first forward pass changes how it
+        # computes afterwards (embed_spans, which stays on torch, moved by up to 0.05), so the
+        # first run after an export judged differently from every later one.
+        export_onnx(copy.deepcopy(model), path, self.precision)
         self.exports += 1
         try:
             return _Runtime(folder, path, self.threads)

@@ -116,3 +116,17 @@ def test_bad_settings_are_refused_early(kwargs, message):
     """A precision or thread count it cannot use is a ConfigError at construction."""
     with pytest.raises(ConfigError, match=message):
         OnnxEmbedder(**kwargs)
+
+
+def test_exporting_leaves_the_span_vectors_of_the_model_unchanged(tmp_path):
+    """An embedder that exported its model gives the same span vectors (torch, for the offline
+    judge) as one that never did: the export traces a copy, not the model the spans run on."""
+    text = "subprocess.run: Run command with arguments. It returns a CompletedProcess instance."
+    spans = [[(0, 40), (41, len(text))]]
+    exporter = OnnxEmbedder(cache_dir=tmp_path, precision="float32", cache_size=0)
+    exporter.embed(["export"])
+    assert 1 == exporter.exports
+    after_export = exporter.embed_spans([text], spans)[0]
+    plain = SentenceTransformerEmbedder(cache_size=0).embed_spans([text], spans)[0]
+    for expected, got in zip(plain, after_export, strict=True):
+        np.testing.assert_allclose(np.asarray(expected), np.asarray(got), atol=1e-6)
