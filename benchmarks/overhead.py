@@ -61,6 +61,22 @@ PARTS = (
 )
 
 
+def bench_store(
+    data: str,
+) -> tuple[Collection, SentenceTransformerEmbedder, DiskCachedEmbedder, HybridStore]:
+    """The set-up the loop-cost benchmarks share: warnings only, one torch thread (so that
+    figures do not depend on the machine's cores), the collection in a store whose embeddings
+    come from the disk cache. Returns the collection, the model, its cached wrapper, the store."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    import torch
+
+    torch.set_num_threads(1)
+    collection = load_collection(data)
+    model = SentenceTransformerEmbedder()
+    embedder = DiskCachedEmbedder(model, default_cache_path(model))
+    return collection, model, embedder, build_store(collection, embedder)
+
+
 def build_store(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:
     """An in-memory hybrid store over ``collection`` embedding from the disk cache.
 
@@ -131,14 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="profile rows to print")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    import torch
+    collection, _, embedder, store = bench_store(args.data)
+    import torch  # already loaded by the store: only to report its threads
 
-    torch.set_num_threads(1)
-    collection = load_collection(args.data)
-    model = SentenceTransformerEmbedder()
-    embedder = DiskCachedEmbedder(model, default_cache_path(model))
-    store = build_store(collection, embedder)
     questions = list(collection.queries.values())[: args.limit]
     judge, url = judge_process(args.data)
     try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
 import sys
@@ -37,20 +36,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.beir import Collection, load_collection
-from benchmarks.cache import DiskCachedEmbedder, default_cache_path
-from benchmarks.overhead import judge_process
+from benchmarks.beir import Collection
+from benchmarks.cache import DiskCachedEmbedder
+from benchmarks.overhead import bench_store, judge_process
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore
 
@@ -171,13 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    import torch
+    collection, model, _, store = bench_store(args.data)
+    import torch  # already loaded by the store: only to report its threads
 
-    torch.set_num_threads(1)
-    collection = load_collection(args.data)
-    model = SentenceTransformerEmbedder()
-    store = build_store(collection, DiskCachedEmbedder(model, default_cache_path(model)))
     ids = list(collection.queries)[: args.limit]
     judge, url = judge_process(args.data, latency_ms=args.latency_ms)
     try:
