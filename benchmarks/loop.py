@@ -388,6 +388,28 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
 
 
+def trace(result: Any) -> dict[str, Any]:
+    """What a run did, id for id: compare two trees' ``per_query`` traces to show that a change
+    left the loop's behaviour alone (same searches, verdicts, keeps, stops, calls and tokens)."""
+    return {
+        "iterations": [
+            {
+                "query": record.query,
+                "searched": list(record.searched),
+                "judged": [v.document_id for v in record.verdicts],
+                "relevant": [v.relevant for v in record.verdicts],
+                "kept": list(record.kept_ids),
+                "action": record.action.value if record.action else None,
+            }
+            for record in result.history
+        ],
+        "stop_detail": result.stop_detail,
+        "kept_ids": list(result.kept_ids),
+        "prompt_tokens": result.usage.total.prompt_tokens,
+        "completion_tokens": result.usage.total.completion_tokens,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the three arms over the collection and print (and write) the figures."""
 
@@ -506,8 +528,10 @@ def _run(args: argparse.Namespace, collection: Collection, embedder: Any, retrie
             seconds=round(loop_seconds, 2),
             ungraded=sum(not v.graded for v in verdicts),
             agreeing=sum(v.graded and v.relevant == (v.document_id in truth) for v in verdicts),
+            trace=trace(result),
         )
-        print(json.dumps(per_query[-1]), file=sys.stderr, flush=True)
+        line = {key: value for key, value in per_query[-1].items() if key != "trace"}
+        print(json.dumps(line), file=sys.stderr, flush=True)
         corrective.add(
             set(result.kept_ids),
             truth,
