@@ -39,7 +39,7 @@ LEVELS = (1, 2, 4, 8)
 
 def _queries(n: int, seed: int) -> list:
     from corrective_rag.cli.demo import stdlib_documents
-    from corrective_rag.runs.queries import Query
+    from corrective_rag.runs.execution.queries import Query
 
     docs = [d for d in stdlib_documents() if d.id.endswith("#0") and "." in d.id.split("#")[0]]
     rng = random.Random(seed)
@@ -66,7 +66,7 @@ def _entry(level: int, wall: float, n_queries: int, summary: Any) -> dict:
 
 def _timed(queries: list, run_one: Any, out: Path, level: int) -> tuple[float, Any]:
     """Wall seconds and summary of one batch over ``queries`` at concurrency ``level``."""
-    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.execution.batch import run_batch
 
     start = time.perf_counter()
     summary = run_batch(queries, run_one, out_path=out, concurrency=level, progress=False)
@@ -166,7 +166,7 @@ def run_engines(
 ) -> dict:
     """Each engine at each level, one orchestrator per worker (thread or actor) from a factory."""
     from corrective_rag.cli.demo import stdlib_documents
-    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.execution.batch import run_batch
     from corrective_rag.testing.server import ScriptedLLMServer
 
     documents = stdlib_documents()
@@ -182,7 +182,7 @@ def run_engines(
             if name == "ray":
                 import ray
 
-                from corrective_rag.runs.ray_engine import RayEngine
+                from corrective_rag.runs.execution.ray_engine import RayEngine
 
                 started = time.perf_counter()
                 ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False)

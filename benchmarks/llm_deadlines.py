@@ -128,7 +128,7 @@ def ctrl_c_run(store: Path) -> dict:
 
 
 def ctrl_c_batch(store: Path, tmp: Path) -> dict:
-    from corrective_rag.runs.results import read_results
+    from corrective_rag.runs.records.results import read_results
     from corrective_rag.testing.server import Fault, ScriptedLLMServer
 
     queries = tmp / "q.jsonl"

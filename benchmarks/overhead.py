@@ -41,7 +41,7 @@ from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.runs.codec import to_dict
+from corrective_rag.runs.records.codec import to_dict
 from corrective_rag.store.hybrid import HybridStore
 
 # The parts a run's time goes to: (name, file, function), each counted with its callees. "LLM"

@@ -58,7 +58,7 @@ def corpus() -> list[Any]:
 
 
 def queries(n: int) -> list[Any]:
-    from corrective_rag.runs.queries import Query
+    from corrective_rag.runs.execution.queries import Query
 
     forms = ("How do {}?", "Why do {}?", "Explain how {}.", "What makes {}?")
     return [
@@ -155,8 +155,8 @@ def run(n_queries: int, fault_rate: float, seed: int, concurrency: int, latency:
     from corrective_rag.llm.settings import Retries, Timeouts
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
-    from corrective_rag.runs.batch import run_batch
-    from corrective_rag.runs.results import read_results
+    from corrective_rag.runs.execution.batch import run_batch
+    from corrective_rag.runs.records.results import read_results
     from corrective_rag.testing.fakes import ListRetriever
     from corrective_rag.testing.server import ScriptedLLMServer
 

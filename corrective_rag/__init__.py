@@ -26,7 +26,7 @@ if typing.TYPE_CHECKING:
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
     from corrective_rag.rewrite.local import LocalRewriter
-    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.execution.batch import run_batch
     from corrective_rag.store.hybrid import HybridStore
     from corrective_rag.store.loaders import load_documents
     from corrective_rag.types import Document, RunResult
@@ -46,7 +46,7 @@ _HOMES = {
     "OpenAIChatClient": "corrective_rag.llm.client",
     "RunResult": "corrective_rag.types",
     "load_documents": "corrective_rag.store.loaders",
-    "run_batch": "corrective_rag.runs.batch",
+    "run_batch": "corrective_rag.runs.execution.batch",
 }
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Everything here is immutable (``frozen=True, slots=True``) and holds only JSON-friendly fields
 (str, int, float, bool, None, enums of str, tuples and mappings of those), so that
-:mod:`corrective_rag.runs.history` can round-trip a whole run through JSON without loss.
+:mod:`corrective_rag.runs.records.history` can round-trip a whole run through JSON without loss.
 """
 
 from __future__ import annotations

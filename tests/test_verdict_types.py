@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from corrective_rag.errors import InputError
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.loop.stopping import sureness
-from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.types import (
     MAX_MISSING_CHARS,
     MAX_MISSING_ITEMS,

@@ -172,15 +172,15 @@ def _index(args: argparse.Namespace, docs: Any, skipped: list[tuple[str, str]]) 
 
 
 def _table(result: Any) -> str:
-    from corrective_rag.runs.report import render_run
+    from corrective_rag.runs.reports.report import render_run
 
     return render_run(result)
 
 
 def _print_run(result: Any, *, as_json: bool) -> None:
     """One run: its JSON, or its iteration table and kept documents."""
-    from corrective_rag.runs.codec import to_dict
-    from corrective_rag.runs.report import render_kept
+    from corrective_rag.runs.records.codec import to_dict
+    from corrective_rag.runs.reports.report import render_kept
 
     if as_json:
         _out_json(to_dict(result))
@@ -195,7 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from corrective_rag.calls.scope import call_scope
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator
     from corrective_rag.inputs import check_query
-    from corrective_rag.runs.failures import llm_failure
+    from corrective_rag.runs.execution.failures import llm_failure
 
     # A bad question fails before the store and the embedding model load. A question typed as
     # bytes that are not UTF-8 reaches Python as lone surrogates and is refused here too.
@@ -225,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _redacted(result: Any) -> Any:
     """``result`` with the API key hidden in every text it holds (documents, queries, replies)."""
     from corrective_rag.cli.environment import secrets
-    from corrective_rag.runs.codec import from_dict, to_dict
+    from corrective_rag.runs.records.codec import from_dict, to_dict
     from corrective_rag.text.secrets import redact_tree
     from corrective_rag.types import RunResult
 
@@ -255,9 +255,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
     """Run a queries file into a results file; exit 1 when any query's last attempt failed."""
     from corrective_rag.cli.environment import secrets
     from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator, run_one
-    from corrective_rag.runs.batch import run_batch
-    from corrective_rag.runs.paths import check_output
-    from corrective_rag.runs.queries import read_queries
+    from corrective_rag.runs.execution.batch import run_batch
+    from corrective_rag.runs.execution.queries import read_queries
+    from corrective_rag.runs.records.paths import check_output
 
     opts = options(args)
     # Nothing is run, and nothing written, when an output would replace an input or the other,
@@ -304,8 +304,8 @@ def _batch_on_ray(args: argparse.Namespace, opts: Any, queries: Any) -> int:
     """``batch --ray``: workers open the store server and the LLM themselves."""
     from corrective_rag.cli.environment import secrets
     from corrective_rag.cli.wiring import RunnerFactory
-    from corrective_rag.runs.batch import run_batch
-    from corrective_rag.runs.ray_engine import RayEngine
+    from corrective_rag.runs.execution.batch import run_batch
+    from corrective_rag.runs.execution.ray_engine import RayEngine
 
     if not opts.chroma_host and not (opts.qdrant or "").startswith(("http://", "https://")):
         raise ConfigError(
@@ -346,7 +346,7 @@ def _report_batch(args: argparse.Namespace, summary: Any) -> int:
 
 
 def _records(path: str, *, latest: bool = True) -> list[Any]:
-    from corrective_rag.runs.results import latest_records, read_results
+    from corrective_rag.runs.records.results import latest_records, read_results
 
     records = read_results(results_path(path))
     return latest_records(records) if latest else records
@@ -354,14 +354,14 @@ def _records(path: str, *, latest: bool = True) -> list[Any]:
 
 def cmd_history_list(args: argparse.Namespace) -> int:
     """One line per query of a results file."""
-    from corrective_rag.runs.report import list_runs
+    from corrective_rag.runs.reports.report import list_runs
 
     _out(list_runs(_records(args.results, latest=not args.all)))
     return 0
 
 
 def _ok_result(path: str, key: str) -> Any:
-    from corrective_rag.runs.report import find_record
+    from corrective_rag.runs.reports.report import find_record
 
     rec = find_record(_records(path), key)
     if rec.result is None:
@@ -379,7 +379,7 @@ def cmd_history_show(args: argparse.Namespace) -> int:
 
 def cmd_history_diff(args: argparse.Namespace) -> int:
     """Two iterations of one run, or two runs (possibly from two files)."""
-    from corrective_rag.runs.history import diff_iterations, diff_runs
+    from corrective_rag.runs.records.history import diff_iterations, diff_runs
 
     result = _ok_result(args.results, args.id)
     if args.iterations:
@@ -392,7 +392,7 @@ def cmd_history_diff(args: argparse.Namespace) -> int:
 
 def cmd_history_stats(args: argparse.Namespace) -> int:
     """The batch summary of a results file."""
-    from corrective_rag.runs.summary import summarize
+    from corrective_rag.runs.reports.summary import summarize
 
     summary = summarize(_records(args.results, latest=False))
     if args.json:
@@ -405,8 +405,8 @@ def cmd_history_stats(args: argparse.Namespace) -> int:
 def cmd_history_export(args: argparse.Namespace) -> int:
     """CSV with one row per iteration."""
     from corrective_rag.cli.environment import secrets
-    from corrective_rag.runs.paths import check_output
-    from corrective_rag.runs.report import export_csv
+    from corrective_rag.runs.records.paths import check_output
+    from corrective_rag.runs.reports.report import export_csv
 
     check_output(args.csv, inputs=[("RESULTS", args.results)], what="--csv")
     rows = export_csv(_records(args.results), args.csv, secrets=secrets())
@@ -416,8 +416,8 @@ def cmd_history_export(args: argparse.Namespace) -> int:
 
 def cmd_history_plot(args: argparse.Namespace) -> int:
     """PNG figure of the batch."""
-    from corrective_rag.runs.paths import check_output
-    from corrective_rag.runs.plot import plot
+    from corrective_rag.runs.records.paths import check_output
+    from corrective_rag.runs.reports.plot import plot
 
     check_output(args.out, inputs=[("RESULTS", args.results)], what="--out")
     _out(f"wrote {plot(results_path(args.results), args.out)}")
@@ -427,8 +427,8 @@ def cmd_history_plot(args: argparse.Namespace) -> int:
 def cmd_history_report(args: argparse.Namespace) -> int:
     """One self-contained HTML page: summary, sortable table, a timeline per question."""
     from corrective_rag.cli.environment import secrets
-    from corrective_rag.runs.html import read_qrels, write_html
-    from corrective_rag.runs.paths import check_output
+    from corrective_rag.runs.records.paths import check_output
+    from corrective_rag.runs.reports.html import read_qrels, write_html
 
     inputs = [("RESULTS", args.results), ("--qrels", args.qrels), ("--compare", args.compare)]
     check_output(args.html, inputs=inputs, what="--html")

@@ -113,7 +113,7 @@ def run_demo(*, modules: int | None = None, out: IO[str] | None = None) -> list[
     from corrective_rag.evaluate.local import LocalEvaluator
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.local import LocalRewriter
-    from corrective_rag.runs.report import render_kept, render_run
+    from corrective_rag.runs.reports.report import render_kept, render_run
     from corrective_rag.store.hybrid import HybridStore
 
     stream = out or sys.stdout

@@ -64,7 +64,7 @@ def _seconds(text: str) -> float:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from corrective_rag.runs.queries import parse_shard
+    from corrective_rag.runs.execution.queries import parse_shard
 
     try:
         return parse_shard(text)

@@ -177,7 +177,7 @@ class SearchService:
         if top_k is not None and not 1 <= top_k <= MAX_DOCUMENTS:
             raise InputError(f"top_k must be between 1 and {MAX_DOCUMENTS}, got {top_k}")
         result: RunResult = self._orchestrator().run(question, top_k=top_k)
-        from corrective_rag.runs.failures import llm_failure
+        from corrective_rag.runs.execution.failures import llm_failure
 
         failure = llm_failure(result)
         if failure is not None:  # nothing was judged: an empty result would look like an answer
@@ -185,7 +185,7 @@ class SearchService:
         return result
 
     def _remember(self, result: RunResult) -> RunResult:
-        from corrective_rag.runs.codec import from_dict, to_dict
+        from corrective_rag.runs.records.codec import from_dict, to_dict
         from corrective_rag.text.secrets import redact_tree
         from corrective_rag.types import RunResult
 
@@ -239,7 +239,7 @@ class SearchService:
 
     def run(self, run_id: str) -> dict[str, Any]:
         """One run's whole record (the batch results' format)."""
-        from corrective_rag.runs.codec import to_dict
+        from corrective_rag.runs.records.codec import to_dict
 
         with self._lock:
             result = self._runs.get(run_id)

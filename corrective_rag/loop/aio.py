@@ -16,7 +16,7 @@ ended, so when the ``await`` is over nothing of that run still runs or spends. (
 cancellation while it winds down stops the waiting, not the winding down.)
 
 Concurrent runs share the orchestrator, its store and its chat client, as the threads of
-:func:`~corrective_rag.runs.batch.run_batch` do: the client bounds the requests in flight
+:func:`~corrective_rag.runs.execution.batch.run_batch` do: the client bounds the requests in flight
 (``max_concurrency``) across all of them.
 """
 
@@ -163,7 +163,7 @@ async def arun_batch(
 
     As :func:`arun_each`, collected: the first run that raises cancels the rest and propagates.
     For a results file that survives crashes and resumes, use
-    :func:`~corrective_rag.runs.batch.run_batch` (in a thread) instead.
+    :func:`~corrective_rag.runs.execution.batch.run_batch` (in a thread) instead.
     """
     wanted = list(_questions(questions))
     results: list[RunResult | None] = [None] * len(wanted)

@@ -1,9 +1,23 @@
-"""What runs leave behind: run history, batch results, summaries, reports and plots."""
+"""What runs leave behind, in three folders by job.
 
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.history import HistoryStore, render_table, result_from_json, result_to_json
-from corrective_rag.runs.results import ResultRecord, read_results
-from corrective_rag.runs.summary import BatchSummary, summarize
+* :mod:`corrective_rag.runs.execution`: how a batch runs (queries in, one results line out each).
+* :mod:`corrective_rag.runs.records`: how results are written and read back (results files,
+  run history, the JSON codec).
+* :mod:`corrective_rag.runs.reports`: how the report is drawn (summary, tables, CSV, plot, HTML).
+
+Imports run one way: execution and reports read and write through records; execution returns a
+report's summary; records import neither.
+"""
+
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.records.history import (
+    HistoryStore,
+    render_table,
+    result_from_json,
+    result_to_json,
+)
+from corrective_rag.runs.records.results import ResultRecord, read_results
+from corrective_rag.runs.reports.summary import BatchSummary, summarize
 
 __all__ = [
     "BatchSummary",

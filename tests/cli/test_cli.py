@@ -11,7 +11,7 @@ from runs_helpers import make_result
 
 from corrective_rag.cli.main import main
 from corrective_rag.errors import LLMTimeoutError
-from corrective_rag.runs.results import error_line, ok_line
+from corrective_rag.runs.records.results import error_line, ok_line
 from corrective_rag.types import StopReason
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def test_history_list_and_show(results, capsys):
 
 def test_history_show_json_round_trips(results, capsys):
     """`history show --json` prints the run's full JSON form."""
-    from corrective_rag.runs.codec import from_dict
+    from corrective_rag.runs.records.codec import from_dict
     from corrective_rag.types import RunResult
 
     assert 0 == main(["history", "show", str(results), "a", "--json"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from corrective_rag.cli.main import build_parser, main
-from corrective_rag.runs.queries import read_queries
+from corrective_rag.runs.execution.queries import read_queries
 
 
 @pytest.mark.parametrize(

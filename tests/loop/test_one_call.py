@@ -11,7 +11,7 @@ from corrective_rag.llm.client import OpenAIChatClient, Retries
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.testing import (
     ListRetriever,
     ScriptedEvaluator,

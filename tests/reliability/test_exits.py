@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from corrective_rag.runs.attempt import INTERRUPTED
-from corrective_rag.runs.results import read_results
+from corrective_rag.runs.execution.attempt import INTERRUPTED
+from corrective_rag.runs.records.results import read_results
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document
@@ -77,8 +77,8 @@ _FULL_DISK_CHILD = textwrap.dedent(
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
-    from corrective_rag.runs.batch import run_batch
-    from corrective_rag.runs.queries import Query
+    from corrective_rag.runs.execution.batch import run_batch
+    from corrective_rag.runs.execution.queries import Query
     from corrective_rag.testing.fakes import ListRetriever
     from corrective_rag.testing.server import ScriptedLLMServer
     from corrective_rag.types import Document

@@ -27,9 +27,9 @@ from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.queries import Query
-from corrective_rag.runs.results import latest_records, read_results
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.execution.queries import Query
+from corrective_rag.runs.records.results import latest_records, read_results
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.testing.server import Fault, ScriptedLLMServer

@@ -21,9 +21,9 @@ from structlog.testing import capture_logs
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.queries import Query
-from corrective_rag.runs.results import latest_records, read_results
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.execution.queries import Query
+from corrective_rag.runs.records.results import latest_records, read_results
 from corrective_rag.store.hybrid import DEFAULT_COLLECTION, HybridStore
 from corrective_rag.store.persist import SavedBM25
 from corrective_rag.types import Document

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from corrective_rag.runs.attempt import INTERRUPTED
-from corrective_rag.runs.results import latest_records, read_results
+from corrective_rag.runs.execution.attempt import INTERRUPTED
+from corrective_rag.runs.records.results import latest_records, read_results
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document

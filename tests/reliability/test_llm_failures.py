@@ -17,11 +17,11 @@ from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.runs.attempt import INTERRUPTED
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.failures import llm_failure, permanent_failure
-from corrective_rag.runs.queries import Query
-from corrective_rag.runs.results import read_results
+from corrective_rag.runs.execution.attempt import INTERRUPTED
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.execution.failures import llm_failure, permanent_failure
+from corrective_rag.runs.execution.queries import Query
+from corrective_rag.runs.records.results import read_results
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator
 from corrective_rag.testing.server import Fault, ScriptedLLMServer, default_reply
 from corrective_rag.types import Document, StopReason

@@ -24,9 +24,9 @@ from corrective_rag.errors import InputError, LLMTimeoutError, VerdictParseError
 from corrective_rag.evaluate.normalise import normalise_verdict
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide
 from corrective_rag.llm.jsonparse import parse_json_object
-from corrective_rag.runs.codec import to_dict
-from corrective_rag.runs.history import result_from_json
-from corrective_rag.runs.results import error_line, ok_line, read_results, repair_torn_tail
+from corrective_rag.runs.records.codec import to_dict
+from corrective_rag.runs.records.history import result_from_json
+from corrective_rag.runs.records.results import error_line, ok_line, read_results, repair_torn_tail
 from corrective_rag.store.fusion import (
     ConvexFusion,
     RRFusion,

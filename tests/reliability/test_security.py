@@ -36,7 +36,7 @@ from corrective_rag.errors import CorrectiveRAGError, LLMError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.llm import Retries, prompts
 from corrective_rag.runs import HistoryStore
-from corrective_rag.runs.queries import Query
+from corrective_rag.runs.execution.queries import Query
 from corrective_rag.testing import Fault, ListRetriever, ScriptedLLMServer
 from corrective_rag.testing.server import default_reply
 from corrective_rag.types import Document

@@ -13,16 +13,16 @@ import pytest
 from runs_helpers import make_result, slow_run
 
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.queries import Query, in_shard, parse_shard, read_queries
-from corrective_rag.runs.results import (
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.execution.queries import Query, in_shard, parse_shard, read_queries
+from corrective_rag.runs.records.results import (
     error_line,
     latest_records,
     ok_line,
     read_results,
     repair_torn_tail,
 )
-from corrective_rag.runs.summary import mean, summarize
+from corrective_rag.runs.reports.summary import mean, summarize
 from corrective_rag.types import StopReason
 
 REPO = Path(__file__).resolve().parents[2]
@@ -239,7 +239,7 @@ CHILD = textwrap.dedent(
     import signal, sys, threading
     # Set explicitly: a suite started from a background job hands its children an ignored SIGINT.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from corrective_rag.runs.batch import run_batch
+    from corrective_rag.runs.execution.batch import run_batch
     from runs_helpers import slow_run
     lock, started = threading.Lock(), [0]
     def run_one(q):

@@ -9,9 +9,9 @@ from structlog.testing import capture_logs
 from corrective_rag.cli.main import build_parser
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import check_query
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.queries import Query, read_queries
-from corrective_rag.runs.results import latest_records, read_results
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.execution.queries import Query, read_queries
+from corrective_rag.runs.records.results import latest_records, read_results
 
 
 def _batch(tmp_path, questions, calls, **kwargs):

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from corrective_rag.errors import InputError
-from corrective_rag.runs.codec import from_dict, to_dict
+from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.types import (
     Answer,
     CragAction,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from corrective_rag.errors import InputError
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.runs.history import (
+from corrective_rag.runs.records.history import (
     HistoryStore,
     diff_iterations,
     diff_runs,
@@ -155,7 +155,7 @@ def test_history_readers_share_one_corruption_policy(tmp_path: Path) -> None:
     warning, a damaged line before it is an error naming that line."""
     from structlog.testing import capture_logs
 
-    from corrective_rag.runs.results import read_results
+    from corrective_rag.runs.records.results import read_results
 
     path = tmp_path / "runs.jsonl"
     first, second = run({"t0": 0.9}), run({"t1": 0.9})

@@ -14,8 +14,8 @@ import structlog
 from corrective_rag.cli.main import main
 from corrective_rag.errors import InputError
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.runs.html import found_share, read_qrels, render_html, write_html
-from corrective_rag.runs.results import error_line, ok_line, read_results
+from corrective_rag.runs.records.results import error_line, ok_line, read_results
+from corrective_rag.runs.reports.html import found_share, read_qrels, render_html, write_html
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.types import Document
 

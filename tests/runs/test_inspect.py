@@ -5,7 +5,8 @@ import pytest
 from runs_helpers import make_result
 
 from corrective_rag.errors import InputError, LLMTimeoutError
-from corrective_rag.runs.report import (
+from corrective_rag.runs.records.results import error_line, latest_records, ok_line, read_results
+from corrective_rag.runs.reports.report import (
     CSV_FIELDS,
     export_csv,
     find_record,
@@ -14,7 +15,6 @@ from corrective_rag.runs.report import (
     render_kept,
     render_run,
 )
-from corrective_rag.runs.results import error_line, latest_records, ok_line, read_results
 from corrective_rag.types import StopReason
 
 
@@ -102,7 +102,7 @@ def test_export_csv_writes_one_row_per_iteration(results_file, tmp_path):
 
 def test_history_store_lines_read_as_ok_records(tmp_path):
     """A file of bare RunResult lines (the HistoryStore format) reads as ok records by run id."""
-    from corrective_rag.runs.codec import to_dict
+    from corrective_rag.runs.records.codec import to_dict
 
     res = make_result("stored question")
     path = tmp_path / "h.jsonl"

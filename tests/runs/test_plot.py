@@ -4,8 +4,8 @@ import pytest
 from runs_helpers import make_result
 
 from corrective_rag.errors import InputError, LLMTimeoutError
-from corrective_rag.runs.plot import plot
-from corrective_rag.runs.results import error_line, ok_line
+from corrective_rag.runs.records.results import error_line, ok_line
+from corrective_rag.runs.reports.plot import plot
 from corrective_rag.types import StopReason, Usage
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

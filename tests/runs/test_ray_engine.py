@@ -11,14 +11,14 @@ import pytest
 from runs_helpers import ScriptedFactory
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.runs.batch import run_batch
-from corrective_rag.runs.queries import Query
-from corrective_rag.runs.results import read_results
+from corrective_rag.runs.execution.batch import run_batch
+from corrective_rag.runs.execution.queries import Query
+from corrective_rag.runs.records.results import read_results
 from corrective_rag.testing.server import ScriptedLLMServer, default_reply
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'corrective_rag[ray]'")
 
-from corrective_rag.runs.ray_engine import RayEngine, start_local_ray  # noqa: E402
+from corrective_rag.runs.execution.ray_engine import RayEngine, start_local_ray  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]
@@ -128,9 +128,9 @@ DRIVER = textwrap.dedent(
     # Set explicitly: a suite started from a background job hands its children an ignored SIGINT.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from runs_helpers import ScriptedFactory
-    from corrective_rag.runs.batch import run_batch
-    from corrective_rag.runs.queries import Query
-    from corrective_rag.runs.ray_engine import RayEngine
+    from corrective_rag.runs.execution.batch import run_batch
+    from corrective_rag.runs.execution.queries import Query
+    from corrective_rag.runs.execution.ray_engine import RayEngine
 
     address, base_url, out, env = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     texts = json.loads(sys.argv[5])

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.runs.html import render_html
-from corrective_rag.runs.report import render_run
-from corrective_rag.runs.results import ResultRecord, error_line, ok_line, read_results
-from corrective_rag.runs.summary import summarize
+from corrective_rag.runs.records.results import ResultRecord, error_line, ok_line, read_results
+from corrective_rag.runs.reports.html import render_html
+from corrective_rag.runs.reports.report import render_run
+from corrective_rag.runs.reports.summary import summarize
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.types import Document, RunResult
 

@@ -9,8 +9,8 @@ from runs_helpers import make_result
 
 from corrective_rag.cli.main import main
 from corrective_rag.errors import InputError
-from corrective_rag.runs.history import HistoryStore
-from corrective_rag.runs.results import ok_line, read_results
+from corrective_rag.runs.records.history import HistoryStore
+from corrective_rag.runs.records.results import ok_line, read_results
 
 HISTORY_COMMANDS = [
     ["history", "list", "{r}"],

@@ -19,7 +19,7 @@ from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.llm.settings import Retries
 from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.runs.history import result_to_json
+from corrective_rag.runs.records.history import result_to_json
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.types import CragAction, Document, FallbackMode, Hit, RunResult
 from corrective_rag.web import (

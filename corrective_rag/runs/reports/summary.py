@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from corrective_rag.runs.results import ResultRecord
+from corrective_rag.runs.records.results import ResultRecord
 from corrective_rag.text.display import cut
 from corrective_rag.types import RunResult, Usage
 

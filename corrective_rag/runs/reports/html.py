@@ -1,11 +1,12 @@
 """One self-contained HTML page for a results file: ``corrective-rag history report --html``.
 
-The page holds the batch summary (:func:`~corrective_rag.runs.summary.summarize`: stop reasons,
-LLM calls, tokens, cost, latency; the share of relevant documents found when qrels are given), a
-sortable table with one row per question, and per question its iterations as a timeline: the
-query and where it came from, the documents judged with their verdicts and reasons, what was
-kept or dropped, CRAG's action, the fallback, the rewrite, the stop reason, the kept documents,
-and the diff with other runs of the same question (:func:`~corrective_rag.runs.history.diff_runs`).
+The page holds the batch summary (:func:`~corrective_rag.runs.reports.summary.summarize`: stop
+reasons, LLM calls, tokens, cost, latency; the share of relevant documents found when qrels are
+given), a sortable table with one row per question, and per question its iterations as a
+timeline: the query and where it came from, the documents judged with their verdicts and reasons,
+what was kept or dropped, CRAG's action, the fallback, the rewrite, the stop reason, the kept
+documents, and the diff with other runs of the same question
+(:func:`~corrective_rag.runs.records.history.diff_runs`).
 
 Safety, as in the terminal output and then some: every text from a run (documents, queries,
 model replies) has the secrets given masked and control characters escaped
@@ -33,11 +34,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from corrective_rag.errors import InputError
-from corrective_rag.runs.codec import from_dict, to_dict
-from corrective_rag.runs.history import diff_runs
-from corrective_rag.runs.html_assets import SCRIPT, STYLE
-from corrective_rag.runs.results import ResultRecord, latest_records
-from corrective_rag.runs.summary import BatchSummary, summarize
+from corrective_rag.runs.records.codec import from_dict, to_dict
+from corrective_rag.runs.records.history import diff_runs
+from corrective_rag.runs.records.results import ResultRecord, latest_records
+from corrective_rag.runs.reports.html_assets import SCRIPT, STYLE
+from corrective_rag.runs.reports.summary import BatchSummary, summarize
 from corrective_rag.text.display import printable
 from corrective_rag.text.secrets import redact, redact_tree
 from corrective_rag.types import IterationRecord, RewriteSource, RunResult, Verdict

@@ -9,8 +9,8 @@ Each line is one JSON object::
     {"id": "q2", "query": "...", "status": "error", "seconds": 0.4,
      "error": {"type": "LLMTransportError", "message": "..."}}
 
-``result`` is :func:`corrective_rag.runs.codec.to_dict` of the :class:`RunResult`. A file may hold
-several lines for one id (an error, then the ok line of a rerun): the last line wins.
+``result`` is :func:`corrective_rag.runs.records.codec.to_dict` of the :class:`RunResult`. A file
+may hold several lines for one id (an error, then the ok line of a rerun): the last line wins.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_number
 from corrective_rag.logs import get_logger
-from corrective_rag.runs.codec import from_dict, to_dict
-from corrective_rag.runs.jsonl import iter_appended
+from corrective_rag.runs.records.codec import from_dict, to_dict
+from corrective_rag.runs.records.jsonl import iter_appended
 from corrective_rag.types import RunResult
 
 __all__ = [
@@ -211,9 +211,9 @@ def _seconds(value: Any, where: str) -> float:
 def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
     """Read every line of a results file, in file order.
 
-    The policy of :func:`corrective_rag.runs.jsonl.iter_appended`, shared with
-    :class:`~corrective_rag.runs.history.HistoryStore`: a torn last line (a write cut short by
-    a crash) is skipped with a warning; any other malformed line is an error naming it.
+    The policy of :func:`corrective_rag.runs.records.jsonl.iter_appended`, shared with
+    :class:`~corrective_rag.runs.records.history.HistoryStore`: a torn last line (a write cut
+    short by a crash) is skipped with a warning; any other malformed line is an error naming it.
 
     Raises:
         InputError: when the file is missing or a complete line is not a valid record.

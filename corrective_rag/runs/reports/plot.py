@@ -14,8 +14,8 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import is_int
-from corrective_rag.runs.paths import check_output
-from corrective_rag.runs.results import ResultRecord, latest_records, read_results
+from corrective_rag.runs.records.paths import check_output
+from corrective_rag.runs.records.results import ResultRecord, latest_records, read_results
 from corrective_rag.types import RunResult
 
 __all__ = ["plot", "plot_records"]

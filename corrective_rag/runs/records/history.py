@@ -22,9 +22,9 @@ from typing import IO
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
-from corrective_rag.runs.cells import NONE, cut, rewrite_cell
-from corrective_rag.runs.codec import from_dict, to_dict
-from corrective_rag.runs.jsonl import iter_appended, torn_tail
+from corrective_rag.runs.records.codec import from_dict, to_dict
+from corrective_rag.runs.records.jsonl import iter_appended, torn_tail
+from corrective_rag.runs.reports.cells import NONE, cut, rewrite_cell
 from corrective_rag.text.display import display_width, pad, printable
 from corrective_rag.types import RunResult, Verdict
 

@@ -1,9 +1,10 @@
 """Reading JSONL files line by line with errors that name the file and line.
 
-Append-only files (a batch's results, a :class:`~corrective_rag.runs.history.HistoryStore`) share
-one corruption policy, :func:`iter_appended`: their writers end every line with a newline, so
-whatever follows the last newline is a write cut short by a crash (a torn last line) and is
-skipped with a warning; any other line that does not decode is damage, an error naming the line.
+Append-only files (a batch's results, a
+:class:`~corrective_rag.runs.records.history.HistoryStore`) share one corruption policy,
+:func:`iter_appended`: their writers end every line with a newline, so whatever follows the last
+newline is a write cut short by a crash (a torn last line) and is skipped with a warning; any
+other line that does not decode is damage, an error naming the line.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The inline style sheet and script of the HTML run report (:mod:`corrective_rag.runs.html`).
+"""The HTML report's inline style sheet and script (:mod:`corrective_rag.runs.reports.html`).
 
 Constants, so that the page's Content-Security-Policy can name the script by its hash: the
 browser then runs this script and nothing else, whatever text a document smuggles into the page.

@@ -1,11 +1,11 @@
 """Run a batch's questions on a Ray cluster: one orchestrator per worker, lines back to the driver.
 
-:func:`corrective_rag.runs.batch.run_batch` keeps every guarantee it has with threads, because
-only the questions travel: the driver (the process calling ``run_batch``) stays the one writer,
-writes and fsyncs each line as its result arrives, skips finished ids on resume and, on Ctrl-C,
-waits for the questions already running and writes them before it stops. Workers are Ray actors;
-each builds its own runner once from the picklable ``runner_factory`` (open a store server, make
-an LLM client) and turns questions into result lines.
+:func:`corrective_rag.runs.execution.batch.run_batch` keeps every guarantee it has with threads,
+because only the questions travel: the driver (the process calling ``run_batch``) stays the one
+writer, writes and fsyncs each line as its result arrives, skips finished ids on resume and, on
+Ctrl-C, waits for the questions already running and writes them before it stops. Workers are Ray
+actors; each builds its own runner once from the picklable ``runner_factory`` (open a store
+server, make an LLM client) and turns questions into result lines.
 
 A worker that dies mid-question (killed, out of memory, its machine gone) is replaced by a fresh
 actor and its question is run again there, so the question's line is written once, when it
@@ -25,9 +25,9 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.logs import get_logger
-from corrective_rag.runs.attempt import Runners, RunOne, attempt
-from corrective_rag.runs.queries import Query
-from corrective_rag.runs.results import error_line
+from corrective_rag.runs.execution.attempt import Runners, RunOne, attempt
+from corrective_rag.runs.execution.queries import Query
+from corrective_rag.runs.records.results import error_line
 
 __all__ = ["RayEngine", "RecordLine", "start_local_ray"]
 

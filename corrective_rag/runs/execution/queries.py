@@ -12,7 +12,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_query, is_blank, is_int
-from corrective_rag.runs.jsonl import iter_jsonl
+from corrective_rag.runs.records.jsonl import iter_jsonl
 from corrective_rag.types import MAX_ID_LENGTH
 
 __all__ = ["Query", "check_ids", "check_shard", "in_shard", "parse_shard", "read_queries"]

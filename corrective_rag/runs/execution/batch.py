@@ -1,10 +1,11 @@
 """Run many questions through the loop: concurrent, resumable, crash-safe, shardable.
 
 Input is JSONL, one query per line: ``{"id": "q1", "query": "..."}`` (BEIR's ``{"_id", "text"}``
-is accepted too). Output is the results JSONL of :mod:`corrective_rag.runs.results`: one line per
-query, appended, flushed and fsync'd by the single writer (the calling thread) as soon as the
-query finishes, so a crash or Ctrl-C loses no finished result. Rerunning with the same output
-file skips ids already done; a torn last line left by a killed process is cut off first.
+is accepted too). Output is the results JSONL of :mod:`corrective_rag.runs.records.results`:
+one line per query, appended, flushed and fsync'd by the single writer (the calling thread) as
+soon as the query finishes, so a crash or Ctrl-C loses no finished result. Rerunning with the
+same output file skips ids already done; a torn last line left by a killed process is cut off
+first.
 
 Policies, chosen once:
 
@@ -42,16 +43,22 @@ from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
-from corrective_rag.runs.attempt import Runners, RunOne, attempt, interrupted_line
-from corrective_rag.runs.failures import permanent_failure
-from corrective_rag.runs.paths import same_file
-from corrective_rag.runs.queries import Query, check_ids, check_shard, in_shard, read_queries
-from corrective_rag.runs.results import (
+from corrective_rag.runs.execution.attempt import Runners, RunOne, attempt, interrupted_line
+from corrective_rag.runs.execution.failures import permanent_failure
+from corrective_rag.runs.execution.queries import (
+    Query,
+    check_ids,
+    check_shard,
+    in_shard,
+    read_queries,
+)
+from corrective_rag.runs.records.paths import same_file
+from corrective_rag.runs.records.results import (
     error_line,
     read_results,
     repair_torn_tail,
 )
-from corrective_rag.runs.summary import BatchSummary, summarize
+from corrective_rag.runs.reports.summary import BatchSummary, summarize
 from corrective_rag.text.secrets import redact_tree
 
 __all__ = ["BatchSummary", "Engine", "run_batch"]
@@ -68,7 +75,7 @@ _JOIN_SECONDS = 10.0
 
 
 class Engine(Protocol):
-    """Runs a batch's questions elsewhere (e.g. ``corrective_rag.runs.ray_engine.RayEngine``)."""
+    """Runs a batch's questions elsewhere (e.g. ``runs.execution.ray_engine.RayEngine``)."""
 
     def run(
         self,

@@ -9,9 +9,9 @@ from typing import Any, TypeAlias
 
 from corrective_rag.errors import Cancelled, LLMError
 from corrective_rag.logs import get_logger
-from corrective_rag.runs.failures import llm_failure
-from corrective_rag.runs.queries import Query
-from corrective_rag.runs.results import error_line, ok_line
+from corrective_rag.runs.execution.failures import llm_failure
+from corrective_rag.runs.execution.queries import Query
+from corrective_rag.runs.records.results import error_line, ok_line
 from corrective_rag.types import RunResult
 
 __all__ = ["INTERRUPTED", "RunOne", "Runners", "attempt", "interrupted_line"]
