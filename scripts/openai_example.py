@@ -30,7 +30,7 @@ from corrective_rag import (
     OpenAIChatClient,
     load_documents,
 )
-from corrective_rag.runs.records.history import render_table
+from corrective_rag.runs import render_table
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -379,7 +379,7 @@ def cmd_history_show(args: argparse.Namespace) -> int:
 
 def cmd_history_diff(args: argparse.Namespace) -> int:
     """Two iterations of one run, or two runs (possibly from two files)."""
-    from corrective_rag.runs.records.history import diff_iterations, diff_runs
+    from corrective_rag.runs.reports.diff import diff_iterations, diff_runs
 
     result = _ok_result(args.results, args.id)
     if args.iterations:

@@ -10,14 +10,10 @@ report's summary; records import neither.
 """
 
 from corrective_rag.runs.execution.batch import run_batch
-from corrective_rag.runs.records.history import (
-    HistoryStore,
-    render_table,
-    result_from_json,
-    result_to_json,
-)
+from corrective_rag.runs.records.history import HistoryStore, result_from_json, result_to_json
 from corrective_rag.runs.records.results import ResultRecord, read_results
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
+from corrective_rag.runs.reports.table import render_table
 
 __all__ = [
     "BatchSummary",

@@ -23,8 +23,8 @@ from corrective_rag import CorrectiveRAGOrchestrator, LLMEvaluator, LLMRewriter,
 from corrective_rag.cli.main import main
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.runs.records.codec import to_dict
-from corrective_rag.runs.records.history import render_table
 from corrective_rag.runs.records.results import ok_line
+from corrective_rag.runs.reports.table import render_table
 from corrective_rag.testing import ListRetriever, ScriptedLLMServer
 from corrective_rag.testing.server import default_reply
 from corrective_rag.types import Document

@@ -8,14 +8,9 @@ from hypothesis import strategies as st
 
 from corrective_rag.errors import InputError
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.runs.records.history import (
-    HistoryStore,
-    diff_iterations,
-    diff_runs,
-    render_table,
-    result_from_json,
-    result_to_json,
-)
+from corrective_rag.runs.records.history import HistoryStore, result_from_json, result_to_json
+from corrective_rag.runs.reports.diff import diff_iterations, diff_runs
+from corrective_rag.runs.reports.table import render_table
 from corrective_rag.testing.fakes import (
     ListRetriever,
     ScriptedEvaluator,

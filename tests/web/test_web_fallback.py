@@ -15,8 +15,8 @@ from corrective_rag.cli.main import main
 from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.llm.settings import Retries
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-from corrective_rag.runs.records.history import render_table
 from corrective_rag.runs.reports.report import render_kept
+from corrective_rag.runs.reports.table import render_table
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.types import CragAction, Document, FallbackMode
 from corrective_rag.web import SearxngRetriever, WebSettings

@@ -1,12 +1,13 @@
-"""Run history: exact JSON round trip, an append-only JSONL store, a table and diffs.
+"""Run history: exact JSON round trip and an append-only JSONL store.
 
 * :func:`result_to_json` / :func:`result_from_json`: ``result_from_json(result_to_json(r)) == r``.
 * :class:`HistoryStore`: one run per line in a JSONL file; a torn last line (a crash mid-write)
   is skipped with a warning on reading and cut off before the next append; damage elsewhere is
   an error naming the line (the policy of ``read_results`` too).
-* :func:`render_table`: one row per iteration.
-* :func:`diff_iterations` / :func:`diff_runs`: what changed between two iterations of one run,
-  or between two runs of the same question.
+
+What a stored run looks like on screen is drawn in :mod:`corrective_rag.runs.reports`: the
+per-iteration table (:mod:`~corrective_rag.runs.reports.table`) and the diffs
+(:mod:`~corrective_rag.runs.reports.diff`).
 """
 
 from __future__ import annotations
@@ -15,27 +16,16 @@ import builtins
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.jsonl import iter_appended, torn_tail
-from corrective_rag.runs.reports.cells import NONE, cut, rewrite_cell
-from corrective_rag.text.display import display_width, pad, printable
-from corrective_rag.types import RunResult, Verdict
+from corrective_rag.types import RunResult
 
-__all__ = [
-    "HistoryStore",
-    "diff_iterations",
-    "diff_runs",
-    "render_table",
-    "result_from_json",
-    "result_to_json",
-]
+__all__ = ["HistoryStore", "result_from_json", "result_to_json"]
 
 try:  # POSIX advisory locks keep concurrent appends from interleaving; elsewhere, best effort
     import fcntl
@@ -153,138 +143,5 @@ class HistoryStore:
         raise KeyError(run_id)
 
     def for_question(self, question: str) -> builtins.list[RunResult]:
-        """Stored runs of exactly ``question``, oldest first (for :func:`diff_runs`)."""
+        """Stored runs of exactly ``question``, oldest first (for ``reports.diff.diff_runs``)."""
         return [r for r in self if r.question == question]
-
-
-# -- table ---------------------------------------------------------------------------------
-
-_COLUMNS = ("it", "query", "new", "kept", "drop", "ungr", "action", "rewrite", "calls/tokens", "s")
-
-
-TABLE_CELL_WIDTH = 40  # columns of the query and rewrite cells
-
-
-def render_table(result: RunResult, *, width: int = TABLE_CELL_WIDTH) -> str:
-    """One row per iteration: query, new/kept/dropped/ungraded counts, action, rewrite, usage."""
-    rows = [list(_COLUMNS)]
-    for rec in result.history:
-        usage = rec.usage.total
-        action = rec.action.value if rec.action else NONE
-        if rec.fallback:
-            action += f"+{rec.fallback.value}"
-        rows.append(
-            [
-                str(rec.index),
-                cut(rec.query, width),
-                str(len(rec.verdicts)),
-                str(len(rec.kept_ids)),
-                str(len(rec.dropped_ids)),
-                str(len(rec.ungraded_ids)),
-                action,
-                cut(rewrite_cell(rec), width),
-                f"{usage.llm_calls}/{usage.total_tokens}",
-                f"{rec.seconds:.2f}",
-            ]
-        )
-    widths = [max(display_width(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(pad(cell, w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    total = result.usage.total
-    lines.append(
-        f"stop: {result.stop_reason.value} ({printable(result.stop_detail)}); "
-        f"kept {len(result.kept)}; "
-        f"{total.llm_calls} calls, {total.total_tokens} tokens, {result.seconds:.2f} s"
-    )
-    return "\n".join(line.rstrip() for line in lines)
-
-
-# -- diffs ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    """What a diff compares: a query, retrieved ids, verdicts by id and kept ids."""
-
-    label: str
-    query: str
-    retrieved: tuple[str, ...]
-    verdicts: dict[str, Verdict]
-    kept: tuple[str, ...]
-
-
-def _iteration_snapshot(result: RunResult, index: int) -> _Snapshot:
-    check_int(index, "iteration", error=InputError)
-    if not 1 <= index <= len(result.history):
-        raise InputError(f"iteration {index} not in 1..{len(result.history)}")
-    upto = result.history[:index]
-    verdicts = {v.document_id: v for rec in upto for v in rec.verdicts}
-    dropped = {i for rec in upto for i in rec.dropped_ids}
-    kept = tuple(dict.fromkeys(i for rec in upto for i in rec.kept_ids if i not in dropped))
-    rec = result.history[index - 1]
-    return _Snapshot(
-        f"iteration {index}",
-        rec.query,
-        tuple(r.document_id for r in rec.retrieved),
-        verdicts,
-        kept,
-    )
-
-
-def _run_snapshot(result: RunResult) -> _Snapshot:
-    verdicts = {v.document_id: v for rec in result.history for v in rec.verdicts}
-    retrieved = tuple(dict.fromkeys(r.document_id for rec in result.history for r in rec.retrieved))
-    label = f"run {result.run_id}"
-    return _Snapshot(label, result.final_query, retrieved, verdicts, result.kept_ids)
-
-
-def _verdict_text(verdict: Verdict | None) -> str:
-    if verdict is None:
-        return "not judged"
-    if not verdict.graded:
-        return f"ungraded ({verdict.error})"
-    label = verdict.label.value if verdict.label else "?"
-    return f"{label} {verdict.score:.2f}/{verdict.confidence:.2f}"
-
-
-def _diff(a: _Snapshot, b: _Snapshot) -> list[str]:
-    lines = [f"--- {a.label}", f"+++ {b.label}"]
-    if a.query == b.query:
-        lines.append(f"  query: {a.query}")
-    else:
-        lines += [f"- query: {a.query}", f"+ query: {b.query}"]
-    for name, before, after in (("retrieved", a.retrieved, b.retrieved), ("kept", a.kept, b.kept)):
-        removed = [i for i in before if i not in after]
-        added = [i for i in after if i not in before]
-        lines.append(f"  {name}: {len(before)} -> {len(after)}")
-        lines += [f"- {name} {i}" for i in removed] + [f"+ {name} {i}" for i in added]
-    changed = 0
-    for doc_id in dict.fromkeys([*a.verdicts, *b.verdicts]):
-        va, vb = a.verdicts.get(doc_id), b.verdicts.get(doc_id)
-        if va is not None and vb is not None and va != vb:
-            changed += 1
-            lines.append(f"~ verdict {doc_id}: {_verdict_text(va)} -> {_verdict_text(vb)}")
-    if not changed:
-        lines.append("  verdicts: no document judged differently")
-    return lines
-
-
-def diff_iterations(result: RunResult, i: int, j: int) -> str:
-    """What changed from iteration ``i`` to ``j`` of one run (1-based).
-
-    Queries and retrieved ids are those of the two iterations; kept ids are cumulative up to each
-    iteration (a later CRAG replace can drop them); verdicts are every verdict so far (a document
-    is judged once per run, so within one run verdicts only ever appear, never change).
-    """
-    lines = _diff(_iteration_snapshot(result, i), _iteration_snapshot(result, j))
-    return printable("\n".join(lines), keep_newlines=True)
-
-
-def diff_runs(a: RunResult, b: RunResult) -> str:
-    """What changed between two runs: final query, retrieved and kept ids, changed verdicts."""
-    lines = _diff(_run_snapshot(a), _run_snapshot(b))
-    if a.question != b.question:
-        lines.insert(2, f"! different questions: {a.question!r} vs {b.question!r}")
-    if a.stop_reason != b.stop_reason:
-        lines.append(f"- stop: {a.stop_reason.value}\n+ stop: {b.stop_reason.value}")
-    return printable("\n".join(lines), keep_newlines=True)

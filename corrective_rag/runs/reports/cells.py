@@ -1,4 +1,4 @@
-"""Table cells shared by the history table and the run reports, so both print a field alike."""
+"""Table cells shared by the run table and the run reports, so both print a field alike."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ given), a sortable table with one row per question, and per question its iterati
 timeline: the query and where it came from, the documents judged with their verdicts and reasons,
 what was kept or dropped, CRAG's action, the fallback, the rewrite, the stop reason, the kept
 documents, and the diff with other runs of the same question
-(:func:`~corrective_rag.runs.records.history.diff_runs`).
+(:func:`~corrective_rag.runs.reports.diff.diff_runs`).
 
 Safety, as in the terminal output and then some: every text from a run (documents, queries,
 model replies) has the secrets given masked and control characters escaped
@@ -35,8 +35,8 @@ from pathlib import Path
 
 from corrective_rag.errors import InputError
 from corrective_rag.runs.records.codec import from_dict, to_dict
-from corrective_rag.runs.records.history import diff_runs
 from corrective_rag.runs.records.results import ResultRecord, latest_records
+from corrective_rag.runs.reports.diff import diff_runs
 from corrective_rag.runs.reports.html_assets import SCRIPT, STYLE
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
 from corrective_rag.text.display import printable

@@ -15,6 +15,7 @@ from typing import Any
 from corrective_rag.errors import InputError
 from corrective_rag.runs.records.results import ResultRecord
 from corrective_rag.runs.reports.cells import NONE, cut, rewrite_cell
+from corrective_rag.runs.reports.table import TABLE_CELL_WIDTH, render_table
 from corrective_rag.text.display import display_width, pad, printable
 from corrective_rag.text.secrets import redact_tree
 from corrective_rag.types import RunResult
@@ -59,10 +60,8 @@ QUESTION_CHARS = 1000  # of the question above a run's table; a longer one says 
 def render_run(result: RunResult) -> str:
     """The per-iteration table of one run, its question, and in full each rewrite the table cut.
 
-    The table itself is :func:`corrective_rag.runs.records.history.render_table`.
+    The table itself is :func:`corrective_rag.runs.reports.table.render_table`.
     """
-    from corrective_rag.runs.records.history import TABLE_CELL_WIDTH, render_table
-
     # Only the rewrites the table had to cut are repeated in full: a heading over rewrites the
     # reader has just read whole is noise.
     cells = [(rec.index, rewrite_cell(rec)) for rec in result.history if rec.rewrite is not None]
