@@ -3,31 +3,21 @@
 The page holds the batch summary (:func:`~corrective_rag.runs.reports.summary.summarize`: stop
 reasons, LLM calls, tokens, cost, latency; the share of relevant documents found when qrels are
 given), a sortable table with one row per question, and per question its iterations as a
-timeline: the query and where it came from, the documents judged with their verdicts and reasons,
-what was kept or dropped, CRAG's action, the fallback, the rewrite, the stop reason, the kept
-documents, and the diff with other runs of the same question
-(:func:`~corrective_rag.runs.reports.diff.diff_runs`).
+timeline (:mod:`~corrective_rag.runs.reports.html_run`).
 
-Safety, as in the terminal output and then some: every text from a run (documents, queries,
-model replies) has the secrets given masked and control characters escaped
-(:func:`~corrective_rag.text.display.printable`), then is HTML-escaped; the page loads nothing
-(no network, no CDN) and its Content-Security-Policy lets only its own inline script run (named
-by hash), so a document holding ``<script>`` or ``<img onerror>`` shows as text and cannot run.
-
-Bounded for any results file, however large or crafted: a page of at most about 5 MB. Every
-text field is cut (a reasoning, a ``missing`` list, an error, a query: ``FIELD_CHARS``; a kept
-document or an answer: ``TEXT_CHARS``; a diff: ``DIFF_CHARS``) with its full length shown; the
-table lists the first ``MAX_ROWS`` questions; timelines are added while their share of the page
-(``RUNS_BYTES``, and ``RUN_BYTES`` per question) lasts, each iteration's judged table holds at
-most ``MAX_VERDICT_ROWS`` documents, and what is left out is said, with the command that shows
-it. The batch summary always counts every question.
+Safety: the secrets given are masked in every record before anything is drawn, and every text is
+escaped and cut by :mod:`~corrective_rag.runs.reports.html_text`, which also holds the bounds that
+keep the page about 5 MB at most for any results file; the page loads nothing (no network, no
+CDN) and its Content-Security-Policy lets only its own inline script
+(:mod:`~corrective_rag.runs.reports.html_assets`) run, named by hash, so a document holding
+``<script>`` or ``<img onerror>`` shows as text and cannot run. The batch summary always counts
+every question.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,43 +26,26 @@ from pathlib import Path
 from corrective_rag.errors import InputError
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.results import ResultRecord, latest_records
-from corrective_rag.runs.reports.diff import diff_runs
 from corrective_rag.runs.reports.html_assets import SCRIPT, STYLE
+from corrective_rag.runs.reports.html_run import run_section
+from corrective_rag.runs.reports.html_text import (
+    CELL_CHARS,
+    MAX_BARS,
+    MAX_ROWS,
+    RUNS_BYTES,
+    clip,
+    esc,
+    num,
+)
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
-from corrective_rag.text.display import printable
 from corrective_rag.text.secrets import redact, redact_tree
-from corrective_rag.types import IterationRecord, RewriteSource, RunResult, Verdict
+from corrective_rag.types import RunResult
 
 __all__ = ["found_share", "read_qrels", "render_html", "write_html"]
 
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> document id -> grade (> 0: relevant)
 
 MAX_QRELS_BYTES = 512 * 1024 * 1024  # a qrels file larger than this is not a qrels file
-TEXT_CHARS = 2000  # of a kept document shown in the page (the results file holds all of it)
-# What keeps the page a few MB (a browser opens it at once; 218 MB took 93 s to write):
-FIELD_CHARS = 500  # of any other text: a reasoning (asked for in 12 words), an error, a query
-CELL_CHARS = 200  # of a question or id in the table
-DIFF_CHARS = 20_000  # of a diff with another run
-MAX_ROWS = 1000  # questions in the table (about 1 KB each)
-MAX_VERDICT_ROWS = 50  # judged documents listed per iteration
-MAX_KEPT = 50  # kept documents shown per question
-MAX_BARS = 30  # stop reasons and error types drawn
-RUNS_BYTES = 3_000_000  # the timelines together
-RUN_BYTES = 300_000  # one question's timeline
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` up to ``limit`` characters; a longer one says how long it was."""
-    return text if len(text) <= limit else f"{text[:limit]} … ({len(text):,} characters)"
-
-
-def _t(value: object, limit: int = FIELD_CHARS) -> str:
-    """Any value as page text: cut, control characters escaped, HTML-escaped (quotes too)."""
-    return html.escape(printable(_cut(str(value), limit), keep_newlines=True), quote=True)
-
-
-def _num(value: float | None, spec: str = ".2f") -> str:
-    return "-" if value is None or math.isnan(value) else format(value, spec)
 
 
 # -- qrels ---------------------------------------------------------------------------------------
@@ -142,19 +115,19 @@ def _summary(summary: BatchSummary, shares: Sequence[float]) -> str:
     cards = [
         (str(summary.queries), "questions"),
         (f"{summary.ok} / {summary.failures}", "ok / failed"),
-        (_num(summary.mean_iterations), "iterations, mean"),
-        (_num(summary.mean_kept), "kept, mean"),
+        (num(summary.mean_iterations), "iterations, mean"),
+        (num(summary.mean_kept), "kept, mean"),
         (str(summary.llm_calls), "LLM calls"),
         (str(summary.total_tokens), "tokens"),
         (f"${summary.cost_usd:.4f}", "cost"),
-        (f"{_num(summary.latency_p50)} / {_num(summary.latency_p95)} s", "time p50 / p95"),
-        (_num(summary.rewrite_rate, ".0%"), "runs that rewrote"),
-        (_num(summary.fallback_rate, ".0%"), "runs that fell back"),
+        (f"{num(summary.latency_p50)} / {num(summary.latency_p95)} s", "time p50 / p95"),
+        (num(summary.rewrite_rate, ".0%"), "runs that rewrote"),
+        (num(summary.fallback_rate, ".0%"), "runs that fell back"),
     ]
     if shares:
-        cards.append((_num(found, ".0%"), f"relevant found (qrels, {len(shares)} q)"))
+        cards.append((num(found, ".0%"), f"relevant found (qrels, {len(shares)} q)"))
     out = ['<div class="cards" id="summary">']
-    out += [f'<div class="card"><b>{_t(v)}</b><span>{_t(k)}</span></div>' for v, k in cards]
+    out += [f'<div class="card"><b>{esc(v)}</b><span>{esc(k)}</span></div>' for v, k in cards]
     out.append("</div>")
     reasons = dict(summary.stop_reasons)
     for kind, n in summary.error_types.items():
@@ -165,7 +138,7 @@ def _summary(summary: BatchSummary, shares: Sequence[float]) -> str:
     for reason, n in ordered[:MAX_BARS]:
         width = 100.0 * n / top if top else 0.0
         out.append(
-            f'<div class="bar"><span>{_t(reason)}</span>'
+            f'<div class="bar"><span>{esc(reason)}</span>'
             f'<i style="width:{width:.1f}%"></i><span>{n}</span></div>'
         )
     if len(ordered) > MAX_BARS:
@@ -184,7 +157,7 @@ def _summary(summary: BatchSummary, shares: Sequence[float]) -> str:
         out.append('<th class="num">cost</th><th class="num">failed</th></tr></thead><tbody>')
         for phase, u in phases:
             out.append(
-                f'<tr><td>{_t(phase)}</td><td class="num">{u["llm_calls"]}</td>'
+                f'<tr><td>{esc(phase)}</td><td class="num">{u["llm_calls"]}</td>'
                 f'<td class="num">{u["total_tokens"]}</td>'
                 f'<td class="num">${float(u["cost_usd"]):.4f}</td>'
                 f'<td class="num">{u["failed_calls"]}</td></tr>'
@@ -210,7 +183,7 @@ _COLUMNS = (  # key, heading, numeric
 
 def _cell(value: object, shown: str, numeric: bool) -> str:
     cls = ' class="num"' if numeric else ""
-    return f'<td{cls} data-v="{_t(value)}">{shown}</td>'
+    return f'<td{cls} data-v="{esc(value)}">{shown}</td>'
 
 
 def _table(
@@ -218,24 +191,24 @@ def _table(
 ) -> str:
     columns = [c for c in _COLUMNS if with_found or c[0] != "found"]
     head = "".join(
-        f'<th data-key="{key}"{" class=num" if num else ""}>{_t(title)}</th>'
+        f'<th data-key="{key}"{" class=num" if num else ""}>{esc(title)}</th>'
         for key, title, num in columns
     )
     out = [f'<table id="runs"><thead><tr>{head}</tr></thead><tbody>']
     for n, rec, share in rows[:MAX_ROWS]:
         res = rec.result
-        ident = _t(rec.id, CELL_CHARS)
+        ident = esc(rec.id, CELL_CHARS)
         link = f'<a href="#q-{n}">{ident}</a>' if n in shown else ident
         cells = {
             "n": _cell(n, str(n), True),
-            "id": _cell(_cut(rec.id, CELL_CHARS), link, False),
-            "question": _cell(_cut(rec.query, CELL_CHARS), _t(rec.query, CELL_CHARS), False),
-            "found": _cell(-1 if share is None else share, _num(share, ".0%"), True),
+            "id": _cell(clip(rec.id, CELL_CHARS), link, False),
+            "question": _cell(clip(rec.query, CELL_CHARS), esc(rec.query, CELL_CHARS), False),
+            "found": _cell(-1 if share is None else share, num(share, ".0%"), True),
             "seconds": _cell(rec.seconds, f"{rec.seconds:.2f}", True),
         }
         if res is not None:
             total = res.usage.total
-            cells["status"] = _cell(res.stop_reason.value, _t(res.stop_reason.value), False)
+            cells["status"] = _cell(res.stop_reason.value, esc(res.stop_reason.value), False)
             cells["iterations"] = _cell(res.iterations, str(res.iterations), True)
             cells["kept"] = _cell(len(res.kept), str(len(res.kept)), True)
             cells["calls"] = _cell(total.llm_calls, str(total.llm_calls), True)
@@ -243,7 +216,7 @@ def _table(
             cells["cost"] = _cell(total.cost_usd, f"{total.cost_usd:.4f}", True)
         else:
             what = f"error: {rec.error.get('type', '')}"
-            cells["status"] = _cell(what, _t(what), False)
+            cells["status"] = _cell(what, esc(what), False)
             for key in ("iterations", "kept", "calls", "tokens", "cost"):
                 cells[key] = _cell(-1, "-", True)
         css = "" if rec.ok else ' class="error"'
@@ -257,164 +230,6 @@ def _table(
             "them all.</p>"
         )
     return "\n".join(out)
-
-
-def _origin(result: RunResult, rec: IterationRecord) -> str:
-    """Where an iteration's query came from: the question, or what ended the iteration before."""
-    if rec.index == 1:
-        return "question"
-    before = result.history[rec.index - 2].rewrite
-    if before is None:
-        return "question"
-    return {
-        RewriteSource.REWRITER: "rewrite",
-        RewriteSource.PROPOSAL: "judge's proposal",
-        RewriteSource.NEXT_HITS: "question's next hits",
-    }[before.source]
-
-
-def _verdict_cells(verdict: Verdict) -> str:
-    if not verdict.graded:
-        return f'<td class="ungraded">ungraded</td><td></td><td></td><td>{_t(verdict.error)}</td>'
-    label = verdict.label.value if verdict.label else "?"
-    reason = verdict.reasoning
-    if verdict.missing:
-        reason += f" (missing: {', '.join(verdict.missing)})"
-    return (
-        f'<td>{_t(label)}</td><td class="num">{_num(verdict.score)}</td>'
-        f'<td class="num">{_num(verdict.confidence)}</td><td>{_t(reason)}</td>'
-    )
-
-
-def _iteration(result: RunResult, rec: IterationRecord) -> str:
-    usage = rec.usage.total
-    out = [
-        f'<li><b>iteration {rec.index}</b> <span class="q">{_t(rec.query)}</span>'
-        f'<span class="tag">from {_t(_origin(result, rec))}</span>'
-    ]
-    if len(rec.searched) > 1:
-        searched = ", ".join(f'<span class="q">{_t(s)}</span>' for s in rec.searched)
-        out.append(f"<div>searched: {searched}</div>")
-    action = rec.action.value if rec.action else "-"
-    fallback = f"; fallback {_t(rec.fallback.value)}" if rec.fallback else ""
-    out.append(
-        f'<div class="muted">retrieved {len(rec.retrieved)}, skipped {len(rec.skipped_ids)} '
-        f"already judged, judged {len(rec.verdicts)}: "
-        f'<span class="kept">kept {len(rec.kept_ids)}</span>, '
-        f'<span class="dropped">dropped {len(rec.dropped_ids)}</span>, '
-        f'<span class="ungraded">ungraded {len(rec.ungraded_ids)}</span>; '
-        f"CRAG action {_t(action)}{fallback}; {usage.llm_calls} calls, "
-        f"{usage.total_tokens} tokens, {rec.seconds:.2f} s</div>"
-    )
-    if rec.verdicts:
-        kept, dropped = set(rec.kept_ids), set(rec.dropped_ids)
-        ranks = {r.document_id: r.rank for r in rec.retrieved}
-        out.append(
-            '<table class="judged"><thead><tr><th>document</th><th class="num">rank</th>'
-            '<th>decision</th><th>label</th><th class="num">score</th>'
-            '<th class="num">conf.</th><th>reason</th></tr></thead><tbody>'
-        )
-        for v in rec.verdicts[:MAX_VERDICT_ROWS]:
-            decision = (
-                "kept" if v.document_id in kept else "dropped" if v.document_id in dropped else ""
-            )
-            decision = decision or "ungraded"
-            rank = "" if ranks.get(v.document_id) is None else str(ranks[v.document_id])
-            out.append(
-                f'<tr><td>{_t(v.document_id)}</td><td class="num">{rank}</td>'
-                f'<td class="{decision}">{decision}</td>{_verdict_cells(v)}</tr>'
-            )
-        out.append("</tbody></table>")
-        if len(rec.verdicts) > MAX_VERDICT_ROWS:
-            out.append(
-                f'<div class="muted">{len(rec.verdicts) - MAX_VERDICT_ROWS} more judged '
-                "documents not listed</div>"
-            )
-    rw = rec.rewrite
-    if rw is not None:
-        if rw.query is not None:
-            why = f" ({_t(rw.rationale)})" if rw.rationale else ""
-            source = {RewriteSource.PROPOSAL: "judge's proposal"}.get(rw.source, "rewrite")
-            out.append(
-                f'<div>next query ({source}): <span class="q">{_t(rw.query)}</span>{why}</div>'
-            )
-        else:
-            candidate = (
-                f' (candidate <span class="q">{_t(rw.candidate)}</span>)' if rw.candidate else ""
-            )
-            then = (
-                "; next: the question's next hits" if rw.source is RewriteSource.NEXT_HITS else ""
-            )
-            out.append(
-                f"<div>rewrite rejected: {_t(rw.rejected or 'no query')}{candidate}{then}</div>"
-            )
-    out.append("</li>")
-    return "\n".join(out)
-
-
-def _run(
-    n: int, rec: ResultRecord, share: float | None, earlier: Sequence[tuple[str, RunResult]]
-) -> str:
-    res = rec.result
-    head = f"{rec.id}: {rec.query}"
-    out = [f'<details class="run" id="q-{n}"><summary>{_t(head)}</summary>']
-    if res is None:
-        out.append(
-            f'<p class="dropped">{_t(rec.error.get("type", ""))}: '
-            f"{_t(rec.error.get('message', ''))}</p></details>"
-        )
-        return "\n".join(out)
-    total = res.usage.total
-    found = f"; found {_num(share, '.0%')} of the relevant documents" if share is not None else ""
-    out.append(
-        f'<p class="muted">run {_t(res.run_id)} {_t(res.started_at)}; {res.iterations} '
-        f"iterations, kept {len(res.kept)}{found}; {total.llm_calls} LLM calls, "
-        f"{total.total_tokens} tokens, ${total.cost_usd:.4f}, {res.seconds:.2f} s</p>"
-    )
-    out.append('<ol class="timeline">')
-    size = 0
-    for number, it in enumerate(res.history):
-        if size > RUN_BYTES:
-            left = len(res.history) - number
-            out.append(f'<li class="muted">{left} more iterations not shown</li>')
-            break
-        out.append(_iteration(res, it))
-        size += len(out[-1])
-    out.append(
-        f'<li class="stop"><b>stopped: {_t(res.stop_reason.value)}</b> '
-        f'<span class="muted">{_t(res.stop_detail)}</span></li></ol>'
-    )
-    if res.kept:
-        out.append("<h3>Kept documents</h3>")
-        for k in res.kept[:MAX_KEPT]:
-            out.append(
-                f'<div><b>{_t(k.document.id)}</b> <span class="muted">iteration {k.iteration}, '
-                f"rank {k.rank}, score {_num(k.verdict.score)}</span>"
-                f'<div class="text">{_t(k.document.text, TEXT_CHARS)}</div></div>'
-            )
-        if len(res.kept) > MAX_KEPT:
-            out.append(f'<div class="muted">{len(res.kept) - MAX_KEPT} more kept documents</div>')
-    if res.answer is not None:
-        cited = ", ".join(res.answer.cited_ids)
-        out.append(f'<h3>Answer</h3><div class="text">{_t(res.answer.text, TEXT_CHARS)}</div>')
-        if cited:
-            out.append(f'<div class="muted">cites {_t(cited)}</div>')
-    for label, other in earlier:
-        out.append(f"<h3>Diff with {_t(label)}</h3>{_diff_block(diff_runs(other, res))}")
-    out.append("</details>")
-    return "\n".join(out)
-
-
-def _diff_block(text: str) -> str:
-    styles = {"+": "add", "-": "del", "~": "chg"}
-    lines = []
-    cut = len(text) > DIFF_CHARS
-    for line in _cut(text, DIFF_CHARS).splitlines():
-        css = styles.get(line[:1]) if not line.startswith(("---", "+++")) else None
-        lines.append(f'<span class="{css}">{_t(line)}</span>' if css else _t(line))
-    if cut:
-        lines.append("(the diff goes on: `corrective-rag history diff` shows it whole)")
-    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
 
 
 def render_html(
@@ -481,7 +296,7 @@ def render_html(
             ][-1:]
             if rec.query in outside:
                 earlier.append(outside[rec.query])
-        runs.append(_run(n, rec, share, earlier))
+        runs.append(run_section(n, rec, share, earlier))
         shown.add(n)
         size += len(runs[-1])
     parts = [
@@ -489,8 +304,8 @@ def render_html(
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_t(title)}</title><style>{STYLE}</style></head><body>",
-        f"<header><h1>{_t(title)}</h1>",
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
+        f"<header><h1>{esc(title)}</h1>",
         f'<div class="muted">{len(latest)} questions; click a column to sort, an id to open '
         "its timeline</div></header><main>",
         "<h2>Batch</h2>",
