@@ -1,4 +1,4 @@
-"""The HTML run report (corrective_rag/runs/html.py): structure, escaping, secrets, the browser."""
+"""The HTML run report (runs/reports/html.py): structure, escaping, secrets, the browser."""
 
 from __future__ import annotations
 
