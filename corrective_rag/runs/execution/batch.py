@@ -61,7 +61,7 @@ from corrective_rag.runs.records.results import (
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
 from corrective_rag.text.secrets import redact_tree
 
-__all__ = ["BatchSummary", "Engine", "run_batch"]
+__all__ = ["Engine", "run_batch"]
 
 log = get_logger(__name__)
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from corrective_rag.text.display import cut
 from corrective_rag.types import IterationRecord
 
-__all__ = ["NONE", "cut", "rewrite_cell"]
+__all__ = ["NONE", "rewrite_cell"]
 
 # What every table prints for a field with no value (no action, no rewrite, no score).
 NONE = "-"

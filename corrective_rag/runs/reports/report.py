@@ -14,9 +14,9 @@ from typing import Any
 
 from corrective_rag.errors import InputError
 from corrective_rag.runs.records.results import ResultRecord
-from corrective_rag.runs.reports.cells import NONE, cut, rewrite_cell
+from corrective_rag.runs.reports.cells import NONE, rewrite_cell
 from corrective_rag.runs.reports.table import TABLE_CELL_WIDTH, render_table
-from corrective_rag.text.display import display_width, pad, printable
+from corrective_rag.text.display import cut, display_width, pad, printable
 from corrective_rag.text.secrets import redact_tree
 from corrective_rag.types import RunResult
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from corrective_rag.runs.reports.cells import NONE, cut, rewrite_cell
-from corrective_rag.text.display import display_width, pad, printable
+from corrective_rag.runs.reports.cells import NONE, rewrite_cell
+from corrective_rag.text.display import cut, display_width, pad, printable
 from corrective_rag.types import RunResult
 
 __all__ = ["render_table"]
