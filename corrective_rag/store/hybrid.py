@@ -57,7 +57,6 @@ from corrective_rag.store.persist import SavedBM25, WriterLock, load_bm25
 from corrective_rag.store.search import (
     DEFAULT_ALPHA,
     DEFAULT_CANDIDATES,
-    LEGS,  # noqa: F401 (importable from here, as before the outline moved to search.py)
     Runs,
     fused_search,
     leg_search,
