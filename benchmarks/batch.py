@@ -167,7 +167,7 @@ def run_engines(
     """Each engine at each level, one orchestrator per worker (thread or actor) from a factory."""
     from corrective_rag.cli.demo import stdlib_documents
     from corrective_rag.runs.execution.batch import run_batch
-    from corrective_rag.testing.server import ScriptedLLMServer
+    from corrective_rag.testing import ScriptedLLMServer
 
     documents = stdlib_documents()
     queries = _queries(n_queries, seed)
@@ -237,8 +237,8 @@ def run(
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
+    from corrective_rag.testing import ScriptedLLMServer
     from corrective_rag.testing.fakes import ListRetriever
-    from corrective_rag.testing.server import ScriptedLLMServer
 
     retriever = ListRetriever(stdlib_documents())
     queries = _queries(n_queries, seed)

@@ -51,12 +51,8 @@ from benchmarks.beir import load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from benchmarks.retrievers import build_retriever
 from corrective_rag.errors import InputError
-from corrective_rag.evaluate.local import (
-    DEFAULT_WEIGHTS,
-    LocalEvaluator,
-    LocalFeatures,
-    LocalWeights,
-)
+from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
+from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
 from corrective_rag.evaluate.pool import pool_features
 from corrective_rag.evaluate.selection import keep_from
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rank_bm25 import BM25Okapi
 
 from benchmarks.beir import load_collection
+from corrective_rag.calls import call_settings
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer
-from corrective_rag.llm.settings import call_settings
 from corrective_rag.rewrite.guard import is_copied_sentence, repeats
 from corrective_rag.text import tokenize
 

@@ -22,7 +22,7 @@ import structlog
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.types import Document, Verdict
 
 QUESTION = "How do volcanoes form magma chambers beneath the crust?"

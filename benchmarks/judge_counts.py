@@ -59,7 +59,8 @@ from benchmarks.calibrate_local import (
     pools,
 )
 from benchmarks.metrics import bootstrap_interval
-from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalWeights
+from corrective_rag.evaluate.local import DEFAULT_WEIGHTS
+from corrective_rag.evaluate.local_features import LocalWeights
 
 RESAMPLES = 2000
 CAPS = (1, 2, 3, 5)

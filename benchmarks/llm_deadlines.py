@@ -97,7 +97,7 @@ def never_answers(store: Path) -> dict:
 
 
 def holds_chat(store: Path) -> dict:
-    from corrective_rag.testing.server import Fault, ScriptedLLMServer
+    from corrective_rag.testing import Fault, ScriptedLLMServer
 
     with ScriptedLLMServer(faults=lambda request, n: Fault.held()) as server:
         out = _run_to_end(_command(store, server.base_url, "run", QUESTION))
@@ -121,7 +121,7 @@ def _ctrl_c(command: list[str], server: object, requests: int) -> dict:
 
 
 def ctrl_c_run(store: Path) -> dict:
-    from corrective_rag.testing.server import Fault, ScriptedLLMServer
+    from corrective_rag.testing import Fault, ScriptedLLMServer
 
     with ScriptedLLMServer(faults=lambda request, n: Fault.held()) as server:
         return _ctrl_c(_command(store, server.base_url, "run", QUESTION), server, 1)
@@ -129,7 +129,7 @@ def ctrl_c_run(store: Path) -> dict:
 
 def ctrl_c_batch(store: Path, tmp: Path) -> dict:
     from corrective_rag.runs.records.results import read_results
-    from corrective_rag.testing.server import Fault, ScriptedLLMServer
+    from corrective_rag.testing import Fault, ScriptedLLMServer
 
     queries = tmp / "q.jsonl"
     queries.write_text(

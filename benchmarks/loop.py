@@ -64,6 +64,7 @@ from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from benchmarks.metrics import bootstrap_interval
 from benchmarks.qrels_judge import add_noise_flags, noisy_relevant, qrels_reply
 from benchmarks.retrievers import build_retriever
+from corrective_rag.calls import call_settings
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
@@ -71,13 +72,12 @@ from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer
-from corrective_rag.llm.settings import call_settings
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.store.bm25 import BM25Index
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.types import Document, Evaluation, Hit, LegScore, Relevance, Usage, Verdict
 
 SAMPLES = 20  # the first queries' rewrites, kept in the JSON for reading

@@ -48,7 +48,7 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.bm25 import BM25Index
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.types import ChatReply, Hit, Usage
 
 

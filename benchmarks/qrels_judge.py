@@ -39,7 +39,7 @@ from benchmarks.beir import Collection, load_collection
 from corrective_rag.llm import prompts
 from corrective_rag.models.tokens import TiktokenCounter
 from corrective_rag.rewrite.guard import normalise_query
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.text import content_terms
 
 EXCERPT_CHARS = 200  # what LLMRewriter quotes of a kept document

@@ -27,7 +27,8 @@ from benchmarks.cache import DiskCachedEmbedder
 from benchmarks.metrics import ndcg_at_k, recall_at_k
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.fusion import ConvexFusion, RRFusion
-from corrective_rag.store.hybrid import DEFAULT_CANDIDATES, HybridStore
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.store.search import DEFAULT_CANDIDATES
 
 ADD_BATCH = 2000
 

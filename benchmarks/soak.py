@@ -71,7 +71,7 @@ class FaultPlan:
     """Picks a fault for a share of requests from a hash of (seed, body): same faults every run."""
 
     def __init__(self, rate: float, seed: int) -> None:
-        from corrective_rag.testing.server import Fault
+        from corrective_rag.testing import Fault
 
         self.rate = rate
         self.seed = seed
@@ -149,16 +149,16 @@ def outcomes(records: list[Any]) -> dict[str, int]:
 
 
 def run(n_queries: int, fault_rate: float, seed: int, concurrency: int, latency: float) -> dict:
+    from corrective_rag.calls import Retries, Timeouts
     from corrective_rag.evaluate.cache import VerdictCache
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.llm.client import OpenAIChatClient
-    from corrective_rag.llm.settings import Retries, Timeouts
     from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
     from corrective_rag.rewrite.llm import LLMRewriter
     from corrective_rag.runs.execution.batch import run_batch
     from corrective_rag.runs.records.results import read_results
+    from corrective_rag.testing import ScriptedLLMServer
     from corrective_rag.testing.fakes import ListRetriever
-    from corrective_rag.testing.server import ScriptedLLMServer
 
     plan = FaultPlan(fault_rate, seed)
     todo = queries(n_queries)

@@ -3,10 +3,13 @@
 The loop: retrieve (hybrid BM25 + dense) -> evaluate (JSON verdicts) -> filter -> rewrite -> repeat,
 with every iteration recorded in the result's history.
 
-The root holds what a user needs to build and run the loop; everything else is importable from
-its subpackage: ``corrective_rag.store`` (fusion), ``corrective_rag.evaluate`` (filter policies),
-``corrective_rag.llm`` (timeouts, retries, pricing), ``corrective_rag.runs`` (history, reports),
-``corrective_rag.types`` and ``corrective_rag.errors`` (values and the exception tree).
+The root holds what a user needs to build and run the loop, to write an evaluator or a rewriter
+(the values they take and return) and to read a result; everything else is importable from its
+subpackage: ``corrective_rag.store`` (fusion), ``corrective_rag.evaluate`` (filter policies),
+``corrective_rag.calls`` (timeouts, retries), ``corrective_rag.llm`` (pricing, a local server),
+``corrective_rag.runs`` (history, reports), ``corrective_rag.protocols`` (the seams),
+``corrective_rag.types`` and ``corrective_rag.errors`` (values and the exception tree). Each name
+is listed in one ``__all__`` only, the one it is imported from (tests/test_public_names.py).
 
 The names load on first use (PEP 562): ``import corrective_rag.web`` or any other part imports
 that part, not the loop and every backend behind this list.
@@ -29,7 +32,17 @@ if typing.TYPE_CHECKING:
     from corrective_rag.runs.execution.batch import run_batch
     from corrective_rag.store.hybrid import HybridStore
     from corrective_rag.store.loaders import load_documents
-    from corrective_rag.types import Document, RunResult
+    from corrective_rag.types import (
+        Document,
+        Evaluation,
+        IterationRecord,
+        Relevance,
+        Rewrite,
+        RewriteRequest,
+        RunResult,
+        StopReason,
+        Verdict,
+    )
 
 # where each name lives: imported when first asked for
 _HOMES = {
@@ -37,14 +50,21 @@ _HOMES = {
     "CorrectiveRAGError": "corrective_rag.errors",
     "CorrectiveRAGOrchestrator": "corrective_rag.loop.orchestrator",
     "Document": "corrective_rag.types",
+    "Evaluation": "corrective_rag.types",
     "HybridStore": "corrective_rag.store.hybrid",
+    "IterationRecord": "corrective_rag.types",
     "LLMEvaluator": "corrective_rag.evaluate.llm",
     "LLMGenerator": "corrective_rag.generate.llm",
     "LLMRewriter": "corrective_rag.rewrite.llm",
     "LocalEvaluator": "corrective_rag.evaluate.local",
     "LocalRewriter": "corrective_rag.rewrite.local",
     "OpenAIChatClient": "corrective_rag.llm.client",
+    "Relevance": "corrective_rag.types",
+    "Rewrite": "corrective_rag.types",
+    "RewriteRequest": "corrective_rag.types",
     "RunResult": "corrective_rag.types",
+    "StopReason": "corrective_rag.types",
+    "Verdict": "corrective_rag.types",
     "load_documents": "corrective_rag.store.loaders",
     "run_batch": "corrective_rag.runs.execution.batch",
 }
@@ -54,14 +74,21 @@ __all__ = [
     "CorrectiveRAGError",
     "CorrectiveRAGOrchestrator",
     "Document",
+    "Evaluation",
     "HybridStore",
+    "IterationRecord",
     "LLMEvaluator",
     "LLMGenerator",
     "LLMRewriter",
     "LocalEvaluator",
     "LocalRewriter",
     "OpenAIChatClient",
+    "Relevance",
+    "Rewrite",
+    "RewriteRequest",
     "RunResult",
+    "StopReason",
+    "Verdict",
     "__version__",
     "load_documents",
     "run_batch",

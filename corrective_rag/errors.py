@@ -24,10 +24,10 @@ Hitting a cap (iterations, budget) is not an error: it is a ``StopReason`` on th
 
 from __future__ import annotations
 
+# CorrectiveRAGError: its home is corrective_rag
 __all__ = [
     "Cancelled",
     "ConfigError",
-    "CorrectiveRAGError",
     "DuplicateIdError",
     "InputError",
     "LLMError",

@@ -17,33 +17,25 @@ from typing import Any
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import surrogate_at
 
+# what the root re-exports from here is listed there, not here
 __all__ = [
     "HIGH_FROM",
     "RELEVANT_FROM",
     "Answer",
     "ChatReply",
     "CragAction",
-    "Document",
-    "Evaluation",
     "FallbackMode",
     "Hit",
-    "IterationRecord",
     "Judged",
     "KeptDocument",
     "LegScore",
     "PhaseUsage",
     "Proposal",
-    "Relevance",
     "Retrieved",
-    "Rewrite",
-    "RewriteRequest",
     "RewriteSource",
-    "RunResult",
-    "StopReason",
     "Strip",
     "Usage",
-    "Verdict",
-    "cut",
+    "cut_marked",
     "missing_items",
     "record_fields",
 ]
@@ -186,7 +178,7 @@ MAX_MISSING_CHARS = 100  # a term or short phrase, not a sentence
 MAX_RAW_CHARS = 4000  # what the model said, kept only to show why a verdict is ungraded
 
 
-def cut(text: str, limit: int) -> str:
+def cut_marked(text: str, limit: int) -> str:
     """``text``, or its start and how long it was when longer than ``limit`` characters.
 
     The result is never longer than ``limit`` (so cutting again changes nothing).
@@ -250,7 +242,7 @@ class Verdict:
     ``confidence`` real numbers (not ``bool``, not NaN nor infinite) stored as ``float``;
     ``reasoning`` is a string and ``error`` and ``raw`` strings or ``None``. A reasoning longer
     than ``MAX_REASONING_CHARS`` and a raw reply longer than ``MAX_RAW_CHARS`` are cut, ending
-    with their length (:func:`cut`).
+    with their length (:func:`cut_marked`).
 
     Raises:
         InputError: a field of the wrong type or out of range.
@@ -271,7 +263,9 @@ class Verdict:
             raise InputError(f"verdict document_id must be a string, got {self.document_id!r}")
         where = f"verdict for {self.document_id!r}"
         missing = missing_items(self.missing, self.document_id)[:MAX_MISSING_ITEMS]
-        object.__setattr__(self, "missing", tuple(cut(m, MAX_MISSING_CHARS) for m in missing))
+        object.__setattr__(
+            self, "missing", tuple(cut_marked(m, MAX_MISSING_CHARS) for m in missing)
+        )
         graded = (self.relevant, self.label, self.score, self.confidence)
         if any(v is None for v in graded) and any(v is not None for v in graded):
             raise InputError(
@@ -297,9 +291,9 @@ class Verdict:
             value = getattr(self, name)
             if not isinstance(value, str) and (name == "reasoning" or value is not None):
                 raise InputError(f"{where}: {name} must be a string, got {value!r}")
-        object.__setattr__(self, "reasoning", cut(self.reasoning, MAX_REASONING_CHARS))
+        object.__setattr__(self, "reasoning", cut_marked(self.reasoning, MAX_REASONING_CHARS))
         if self.raw is not None:
-            object.__setattr__(self, "raw", cut(self.raw, MAX_RAW_CHARS))
+            object.__setattr__(self, "raw", cut_marked(self.raw, MAX_RAW_CHARS))
         if self.relevant is None and not self.error:
             raise InputError(f"ungraded verdict for {self.document_id!r} needs an error message")
 

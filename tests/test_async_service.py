@@ -21,8 +21,8 @@ from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -40,21 +40,29 @@ def test_all_is_sorted_and_names_every_public_name(module):
     assert set() == _public(module) - set(exported)
 
 
-def test_the_root_is_the_dozen_names_a_user_needs():
-    """The root exports the loop, its parts, the store, the batch runner and the base error."""
+def test_the_root_is_the_names_a_user_needs():
+    """The root exports the loop, its parts, the store, the batch runner, the base error and the
+    values an evaluator or a rewriter takes and returns and a result is read through."""
     assert [
         "Budget",
         "CorrectiveRAGError",
         "CorrectiveRAGOrchestrator",
         "Document",
+        "Evaluation",
         "HybridStore",
+        "IterationRecord",
         "LLMEvaluator",
         "LLMGenerator",
         "LLMRewriter",
         "LocalEvaluator",
         "LocalRewriter",
         "OpenAIChatClient",
+        "Relevance",
+        "Rewrite",
+        "RewriteRequest",
         "RunResult",
+        "StopReason",
+        "Verdict",
         "__version__",
         "load_documents",
         "run_batch",

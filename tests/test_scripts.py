@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

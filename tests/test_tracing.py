@@ -21,9 +21,9 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.testing.faults import Fault
-from corrective_rag.testing.server import ScriptedLLMServer
 from corrective_rag.types import Document
 
 QUESTION = "Which moons of Jupiter are the largest?"

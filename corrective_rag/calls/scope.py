@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from corrective_rag.calls.settings import finite
 from corrective_rag.errors import Cancelled, ConfigError
 
-__all__ = ["call_scope", "cancel_current", "cancelled", "deadline", "raise_if_cancelled"]
+# call_scope: its home is corrective_rag.calls
+__all__ = ["cancel_current", "cancelled", "deadline", "raise_if_cancelled"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Deadlines and retries of every outgoing call: LLM requests and web searches alike.
 
 Frozen values, validated on construction: :class:`Timeouts` for one request, :class:`Retries`
-for a call with all its tries; :func:`parse_retry_after` reads a ``Retry-After`` header (delta
-seconds or an HTTP date).
+for a call with all its tries; :func:`call_settings` turns the one number a user gives (the most
+seconds an LLM call may take) into both; :func:`parse_retry_after` reads a ``Retry-After``
+header (delta seconds or an HTTP date).
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ from datetime import datetime, timezone
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int, is_number
 
-__all__ = ["MAX_QUIET", "Retries", "Timeouts", "finite", "parse_retry_after"]
+# Timeouts, Retries, call_settings and parse_retry_after: their home is corrective_rag.calls
+__all__ = ["LOCAL_CALL_SECONDS", "MAX_QUIET", "REMOTE_CALL_SECONDS", "finite"]
 
 # The longest a server's rate-limit headers can keep a service from being asked again. A quota
 # reset is at most an hour off in practice; ten minutes bounds what `Retry-After: 1e9` or
 # `X-RateLimit-Reset: 1e308` can switch off in a long-lived process, and after it one request
 # (answered 429 again, if the quota is really gone) asks the server anew.
 MAX_QUIET = 600.0
+
+REMOTE_CALL_SECONDS = 60.0
+# A small model on CPU writes a few tokens a second: a grading call of several documents takes
+# minutes on a busy machine.
+LOCAL_CALL_SECONDS = 300.0
 
 
 def finite(value: object) -> bool:
@@ -99,3 +106,25 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     if math.isnan(seconds) or math.isinf(seconds):
         return None
     return max(0.0, seconds)
+
+
+def call_settings(
+    seconds: float | None = None, *, max_retries: int | None = None, local: bool = False
+) -> tuple[Timeouts, Retries]:
+    """Timeouts and retries under which one LLM call, tries included, ends within ``seconds``.
+
+    The one setting behind every call a client makes (grading, proposal, rewrite, answer,
+    refinement): a try's total and the tries' shared bound are both ``seconds`` (default 60, or
+    300 for a ``local`` llama.cpp server). ``local``: silence is no fault either (a server that
+    does not stream sends nothing until its reply is complete), so the read timeout is
+    ``seconds`` too.
+    """
+    if seconds is None:
+        seconds = LOCAL_CALL_SECONDS if local else REMOTE_CALL_SECONDS
+    if not finite(seconds) or seconds <= 0:
+        raise ConfigError(f"seconds must be a positive number, got {seconds!r}")
+    read = seconds if local else min(Timeouts().read, seconds)
+    timeouts = Timeouts(read=read, total=seconds)
+    if max_retries is None:
+        return timeouts, Retries(give_up_after=seconds)
+    return timeouts, Retries(max_retries=max_retries, give_up_after=seconds)

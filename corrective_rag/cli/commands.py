@@ -464,6 +464,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_judge_check(args: argparse.Namespace) -> int:
     """Grade pairs with known answers (see :mod:`corrective_rag.cli.judge_check`)."""
-    from corrective_rag.cli.judge_check import cmd_judge_check as check
+    from corrective_rag.cli.judge_check import run_judge_check as check
 
     return check(args)

@@ -13,7 +13,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError
 
-__all__ = ["add_judge_check_parser", "cmd_judge_check", "render_check"]
+__all__ = ["add_judge_check_parser", "render_check", "run_judge_check"]
 
 
 def add_judge_check_parser(sub: Any, leaf: Any, seconds: Any, non_negative: Any) -> None:
@@ -31,17 +31,17 @@ def add_judge_check_parser(sub: Any, leaf: Any, seconds: Any, non_negative: Any)
     p.set_defaults(handler="cmd_judge_check")
 
 
-def cmd_judge_check(args: argparse.Namespace) -> int:
+def run_judge_check(args: argparse.Namespace) -> int:
     """Check the judge; print the figures; 0 when it can judge, 1 (with the reasons) if not."""
     import dataclasses
     import json
     import sys
 
+    from corrective_rag.calls.settings import call_settings
     from corrective_rag.cli.environment import secrets
     from corrective_rag.cli.wiring import check_reachable
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.llm.client import OpenAIChatClient
-    from corrective_rag.llm.settings import call_settings
     from corrective_rag.text.display import json_safe, printable
     from corrective_rag.text.secrets import redact, redact_tree
 

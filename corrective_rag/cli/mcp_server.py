@@ -4,7 +4,7 @@ Built on the official SDK (``pip install 'corrective_rag[mcp]'``), imported only
 command runs. Tools:
 
 * ``search``: a question in; the documents the loop kept (id, text, verdict), the stop reason
-  and the run id out. Each text is cut at :data:`MAX_TEXT_CHARS` characters and at most
+  and the run id out. Each text is cut at :data:`MAX_SHOWN_CHARS` characters and at most
   :data:`MAX_DOCUMENTS` documents are returned, so one call cannot flood an agent's context.
 * ``answer`` (only with an LLM: ``--llm-url``/``--model`` or ``--local-llm``): the same search,
   then an answer written from the kept documents, citing their ids.
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DOCUMENTS",
     "MAX_RUNS",
-    "MAX_TEXT_CHARS",
+    "MAX_SHOWN_CHARS",
     "RUNS_URI",
     "SearchService",
     "build_server",
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 MAX_DOCUMENTS = 20  # kept documents returned by one call (top_k is capped the same)
-MAX_TEXT_CHARS = 2000  # of one document's text: ~500 tokens, a chunk and then some
+MAX_SHOWN_CHARS = 2000  # of one document's text: ~500 tokens, a chunk and then some
 MAX_REASONING_CHARS = 300  # of a verdict's reasoning
 MAX_RUNS = 100  # runs kept for the resources; older ones are forgotten
 RUNS_URI = "corrective-rag://runs"
@@ -105,7 +105,7 @@ def _cut(text: str, limit: int) -> tuple[str, bool]:
 
 def _document(kept: Any) -> DocumentOut:
     """One kept document as the tools return it: bounded text, its verdict, where it came from."""
-    text, truncated = _cut(kept.document.text, MAX_TEXT_CHARS)
+    text, truncated = _cut(kept.document.text, MAX_SHOWN_CHARS)
     verdict = kept.verdict
     source = kept.document.metadata.get("source")
     return {

@@ -35,8 +35,8 @@ _REACH_TIMEOUT = 5.0  # seconds: long enough for a slow server to accept, short 
 # rewrite) against a server that never answers end a run within ~2 minutes. Local: the
 # embedded SmolLM2-135M grades a batch of 4 documents in ~10-40 s on 2 busy cores (measured,
 # docs/reliability.md); 300 s leaves room for a loaded machine without hanging for ever.
-REMOTE_CALL_SECONDS = 60.0  # = llm.settings.REMOTE_CALL_SECONDS (not imported: startup time)
-LOCAL_CALL_SECONDS = 300.0  # = llm.settings.LOCAL_CALL_SECONDS
+REMOTE_CALL_SECONDS = 60.0  # = calls.settings.REMOTE_CALL_SECONDS (not imported: startup time)
+LOCAL_CALL_SECONDS = 300.0  # = calls.settings.LOCAL_CALL_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +162,7 @@ def check_reachable(base_url: str) -> None:
 
 def _client_settings(opts: Options, *, local: bool) -> tuple[Any, Any]:
     """Timeouts and retries of the chat client, from ``--timeout`` / ``--max-retries``."""
-    from corrective_rag.llm.settings import call_settings
+    from corrective_rag.calls.settings import call_settings
 
     return call_settings(opts.timeout, max_retries=opts.max_retries, local=local)
 

@@ -15,7 +15,8 @@ from collections import OrderedDict
 from corrective_rag.errors import ConfigError
 from corrective_rag.types import Verdict
 
-__all__ = ["CacheKey", "VerdictCache", "cache_key"]
+# VerdictCache: its home is corrective_rag.evaluate
+__all__ = ["CacheKey", "cache_key"]
 
 CacheKey = tuple[str, str, str, str]
 

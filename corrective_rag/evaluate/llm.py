@@ -49,7 +49,8 @@ from corrective_rag.types import ChatReply, Document, Evaluation, Proposal, Usag
 if TYPE_CHECKING:
     from corrective_rag.evaluate.check import JudgeCheck
 
-__all__ = ["LLMEvaluator"]
+# LLMEvaluator: its home is corrective_rag
+__all__: list[str] = []
 
 log = get_logger(__name__)
 

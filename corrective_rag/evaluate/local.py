@@ -84,13 +84,8 @@ from corrective_rag.types import (
     Verdict,
 )
 
-__all__ = [
-    "DEFAULT_WEIGHTS",
-    "LocalEvaluator",
-    "LocalFeatures",
-    "LocalWeights",
-    "verdict_score",
-]
+# LocalEvaluator: its home is corrective_rag
+__all__ = ["DEFAULT_WEIGHTS", "verdict_score"]
 
 log = get_logger(__name__)
 

@@ -25,14 +25,8 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int, is_number
 from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, CragAction, Verdict
 
-__all__ = [
-    "PRESETS",
-    "Decision",
-    "FilterPolicy",
-    "crag_action",
-    "decide",
-    "get_policy",
-]
+# FilterPolicy, get_policy: their home is corrective_rag.evaluate
+__all__ = ["PRESETS", "Decision", "crag_action", "decide"]
 
 
 class Decision(str, enum.Enum):

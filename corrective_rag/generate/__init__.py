@@ -1,7 +1,6 @@
-"""Answer generation from the kept documents, with citations and a support check."""
+"""Answer generation from the kept documents, with citations and a support check.
 
-from corrective_rag.generate.llm import LLMGenerator
+The generator is :class:`corrective_rag.LLMGenerator` (its home is the root).
+"""
 
-__all__ = [
-    "LLMGenerator",
-]
+__all__: list[str] = []

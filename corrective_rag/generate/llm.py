@@ -19,7 +19,8 @@ from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Answer, Document, Usage
 
-__all__ = ["ABSTAIN_TEXT", "LLMGenerator"]
+# LLMGenerator: its home is corrective_rag
+__all__ = ["ABSTAIN_TEXT"]
 
 log = get_logger(__name__)
 

@@ -1,14 +1,15 @@
-"""OpenAI-compatible chat client, its settings, JSON parsing, prompts and a local server."""
+"""OpenAI-compatible chat client, its prices, JSON parsing, prompts and a local server.
 
-from corrective_rag.llm.client import OpenAIChatClient
+The client itself is :class:`corrective_rag.OpenAIChatClient`; its deadlines and retries
+(:class:`~corrective_rag.calls.settings.Timeouts`, :class:`~corrective_rag.calls.settings.Retries`)
+are every outgoing call's and are imported from :mod:`corrective_rag.calls`.
+"""
+
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
-from corrective_rag.llm.settings import Pricing, Retries, Timeouts
+from corrective_rag.llm.pricing import Pricing
 
 __all__ = [
     "LocalLlamaServer",
-    "OpenAIChatClient",
     "Pricing",
-    "Retries",
-    "Timeouts",
     "smollm2_path",
 ]

@@ -36,6 +36,14 @@ from urllib.parse import urlsplit
 import requests
 
 from corrective_rag.calls import scope
+from corrective_rag.calls.body import read_capped
+from corrective_rag.calls.settings import (
+    Retries,
+    Timeouts,
+    call_settings,
+    finite,
+    parse_retry_after,
+)
 from corrective_rag.errors import (
     Cancelled,
     ConfigError,
@@ -45,7 +53,7 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
-from corrective_rag.llm.exchange import Exchange, finish_stream, read_capped, stream_chunks
+from corrective_rag.llm.exchange import Exchange, finish_stream, stream_chunks
 from corrective_rag.llm.failures import (
     is_read_timeout,
     permanent_hint,
@@ -53,15 +61,8 @@ from corrective_rag.llm.failures import (
     rejects_stream,
 )
 from corrective_rag.llm.parallel import parallel_map
+from corrective_rag.llm.pricing import Pricing
 from corrective_rag.llm.reply import read_reply
-from corrective_rag.llm.settings import (
-    Pricing,
-    Retries,
-    Timeouts,
-    call_settings,
-    finite,
-    parse_retry_after,
-)
 from corrective_rag.llm.stream import EVENT_STREAM, collect_events, is_event_stream
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import TokenCounter
@@ -69,7 +70,7 @@ from corrective_rag.text.secrets import redact
 from corrective_rag.tracing import traced_chat
 from corrective_rag.types import ChatReply
 
-__all__ = ["STRUCTURED_MODES", "OpenAIChatClient"]
+__all__ = ["STRUCTURED_MODES"]  # OpenAIChatClient: its home is corrective_rag
 
 log = get_logger(__name__)
 
@@ -105,7 +106,7 @@ class OpenAIChatClient:
         api_key: sent as a bearer token; never logged nor shown in errors.
         timeout: most seconds one call may take, tries included: the one setting behind every
             call (grading, proposal, rewrite, answer, refinement); sets the timeouts and the
-            tries' shared bound (:func:`~corrective_rag.llm.settings.call_settings`) where
+            tries' shared bound (:func:`~corrective_rag.calls.settings.call_settings`) where
             ``timeouts`` / ``retries`` are not given.
         timeouts: connect, per-read and total timeouts of one try.
         retries: retry policy for 429, 5xx, timeouts and connection errors, and the time all
@@ -462,7 +463,11 @@ class OpenAIChatClient:
                     exchange.body = collect_events(chunks, self.max_response_bytes)
                     finish_stream(response, chunks, end)  # keeps the connection for the next call
                 else:  # not streamed (an error, or a server that ignores stream): one body
-                    exchange.body = read_capped(response, self.max_response_bytes)
+                    exchange.body = read_capped(
+                        response,
+                        self.max_response_bytes,
+                        lambda m: LLMResponseError(f"response {m}", status=response.status_code),
+                    )
             finally:
                 response.close()
             exchange.response = response

@@ -18,9 +18,8 @@ import requests
 import urllib3.exceptions
 
 from corrective_rag.calls.abandon import Abandonable, response_socket
-from corrective_rag.errors import LLMResponseError
 
-__all__ = ["Exchange", "finish_stream", "read_capped", "stream_chunks"]
+__all__ = ["Exchange", "finish_stream", "stream_chunks"]
 
 _CHUNK = 64 * 1024
 # What may follow a streamed reply's `data: [DONE]` before the connection is given up instead of
@@ -39,26 +38,6 @@ class Exchange(Abandonable):
         self.response: requests.Response | None = None
         self.body = b""
         self.error: BaseException | None = None
-
-
-def read_capped(response: requests.Response, limit: int) -> bytes:
-    """The response body, never holding more than ``limit`` bytes of it in memory."""
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise LLMResponseError(
-            f"response body of {declared} bytes exceeds the {limit}-byte limit",
-            status=response.status_code,
-        )
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise LLMResponseError(
-                f"response body exceeds the {limit}-byte limit", status=response.status_code
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def stream_chunks(response: requests.Response, step: int = _CHUNK) -> Iterator[bytes]:

@@ -26,7 +26,8 @@ import requests
 
 from corrective_rag.errors import ConfigError, LLMTransportError
 
-__all__ = ["SMOLLM2_FILE", "LocalLlamaServer", "smollm2_path"]
+# LocalLlamaServer, smollm2_path: their home is corrective_rag.llm
+__all__ = ["SMOLLM2_FILE"]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

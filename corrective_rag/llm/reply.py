@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from corrective_rag.errors import LLMResponseError
-from corrective_rag.llm.settings import Pricing
+from corrective_rag.llm.pricing import Pricing
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.types import ChatReply, Usage
 

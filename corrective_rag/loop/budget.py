@@ -15,7 +15,8 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int, is_int, is_number
 from corrective_rag.types import Usage
 
-__all__ = ["Budget", "documents_per_call"]
+# Budget: its home is corrective_rag
+__all__ = ["documents_per_call"]
 
 
 def _check_limit(name: str, value: object, *, integral: bool) -> None:

@@ -29,7 +29,7 @@ from corrective_rag.errors import (
     VerdictParseError,
 )
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, crag_action, decide, get_policy
-from corrective_rag.inputs import MAX_QUERY_BYTES, check_int, check_query
+from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm.spent import spent_before
 from corrective_rag.logs import get_logger
 from corrective_rag.loop.budget import Budget, documents_per_call
@@ -69,7 +69,8 @@ from corrective_rag.types import (
     record_fields,
 )
 
-__all__ = ["ABSTAIN_TEXT", "MAX_QUERY_BYTES", "CorrectiveRAGOrchestrator"]
+# CorrectiveRAGOrchestrator: its home is corrective_rag
+__all__: list[str] = []
 
 log = get_logger(__name__)
 

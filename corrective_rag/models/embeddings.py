@@ -17,19 +17,15 @@ import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.models.batching import LRU, Batcher
-from corrective_rag.models.source import DEFAULT_MODEL, default_model_path, model_source
+from corrective_rag.models.source import DEFAULT_MODEL, model_source
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from corrective_rag.models.tokenizer import ModelTokenizer
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "PRECISIONS",
-    "SentenceTransformerEmbedder",
-    "default_model_path",
-]
+# SentenceTransformerEmbedder: its home is corrective_rag.models
+__all__ = ["PRECISIONS"]
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 

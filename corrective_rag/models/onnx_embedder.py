@@ -26,8 +26,8 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder, _mean_pooled
 from corrective_rag.models.onnx_export import (
     ONNX_PRECISIONS,
-    cache_key,
     default_cache_dir,
+    export_key,
     export_onnx,
 )
 from corrective_rag.models.source import DEFAULT_MODEL, model_source
@@ -36,7 +36,8 @@ from corrective_rag.models.tokenizer import load_tokenizer
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["OnnxEmbedder", "default_embedder"]
+# default_embedder, OnnxEmbedder: their home is corrective_rag.models
+__all__: list[str] = []
 
 Vector = npt.NDArray[np.float32]
 
@@ -112,7 +113,7 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
 
     def onnx_path(self) -> Path:
         """Where this model's export is cached (it may not exist yet)."""
-        return self.cache_dir / cache_key(self.name, model_source(self.name), self.precision)
+        return self.cache_dir / export_key(self.name, model_source(self.name), self.precision)
 
     def _load_runtime(self) -> _Runtime:
         with self._runtime_lock:

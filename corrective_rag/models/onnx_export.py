@@ -22,7 +22,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError
 
-__all__ = ["EXPORT_VERSION", "ONNX_PRECISIONS", "cache_key", "default_cache_dir", "export_onnx"]
+__all__ = ["EXPORT_VERSION", "ONNX_PRECISIONS", "default_cache_dir", "export_key", "export_onnx"]
 
 ONNX_PRECISIONS = ("int8", "float32")
 # Bumped whenever the exported graph changes (inputs, opset, fusions, quantisation), so that a
@@ -37,7 +37,7 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "corrective_rag" / "onnx"
 
 
-def cache_key(name: str, folder: str, precision: str) -> str:
+def export_key(name: str, folder: str, precision: str) -> str:
     """File name of model ``name``'s export (from ``folder``): changes when the weights change."""
     root = Path(folder).resolve()
     stamp: list[Any] = [str(root), precision, EXPORT_VERSION, _OPSET]

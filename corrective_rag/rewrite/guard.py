@@ -18,10 +18,10 @@ from collections.abc import Iterable, Sequence
 from corrective_rag.inputs import control_at, surrogate_at
 from corrective_rag.text import content_terms
 
+# check_rewrite: its home is corrective_rag.rewrite
 __all__ = [
     "MAX_QUERY_CHARS",
     "REPEATED",
-    "check_rewrite",
     "is_copied_sentence",
     "normalise_query",
     "pads_the_question",

@@ -37,7 +37,8 @@ from corrective_rag.text import content_terms
 from corrective_rag.text.lexical import name_phrases
 from corrective_rag.types import Judged, Rewrite, RewriteRequest, RewriteSource, Usage
 
-__all__ = ["LLMRewriter"]
+# LLMRewriter: its home is corrective_rag
+__all__: list[str] = []
 
 log = get_logger(__name__)
 
@@ -191,14 +192,12 @@ class LLMRewriter:
 def _copied(candidate: str, judged: tuple[Judged, ...]) -> str | None:
     """Why ``candidate`` is no query: a sentence copied from a judged document, else ``None``.
 
-    The check is ``rewrite.guard.is_copied_sentence`` where the guard has it (a statement of
-    the answer searches worse than the feedback lane); until then, nothing is refused here.
+    A statement of the answer searches worse than the feedback lane (``guard.is_copied_sentence``).
     """
-    check = getattr(guard, "is_copied_sentence", None)
-    if check is None:
-        return None
     texts = [j.document.text for j in judged]
-    return "proposal is a sentence copied from a document" if check(candidate, texts) else None
+    if guard.is_copied_sentence(candidate, texts):
+        return "proposal is a sentence copied from a document"
+    return None
 
 
 def _padded(candidate: str, request: RewriteRequest) -> str | None:

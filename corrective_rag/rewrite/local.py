@@ -34,7 +34,8 @@ from corrective_rag.text.lexical import (
 )
 from corrective_rag.types import Judged, Rewrite, RewriteRequest
 
-__all__ = ["NOTHING_KEPT", "LocalRewriter", "document_title"]
+# LocalRewriter: its home is corrective_rag
+__all__ = ["NOTHING_KEPT", "document_title"]
 
 NOTHING_KEPT = "no document kept yet: nothing to learn a new query from"
 

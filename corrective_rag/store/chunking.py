@@ -7,10 +7,10 @@ resumes exactly where that window would have started. Memory is bounded by a blo
 window, whatever the file's size; the windows are those of the whole text except that a token
 is never merged across a block's cut (which falls on whitespace, where no tokenizer merges).
 
-Windows are bounded in characters too (:data:`WINDOW_CHARS`, :func:`bounded`): a long run with
-no word break (a hex dump) is one unknown token to a WordPiece tokenizer, and would otherwise
-be one window of the whole file. A block whose trailing run is longer than the bound is cut at
-its end, so every block finishes windows and the work stays linear in the file's size.
+Windows are bounded in characters too (:data:`WINDOW_CHARS`, :func:`bounded_windows`): a long
+run with no word break (a hex dump) is one unknown token to a WordPiece tokenizer, and would
+otherwise be one window of the whole file. A block whose trailing run is longer than the bound is
+cut at its end, so every block finishes windows and the work stays linear in the file's size.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Protocol
 
 from corrective_rag.models.tokens import TokenWindow
 
-__all__ = ["BLOCK_CHARS", "WINDOW_CHARS", "Windower", "bounded", "stream_windows"]
+__all__ = ["BLOCK_CHARS", "WINDOW_CHARS", "Windower", "bounded_windows", "stream_windows"]
 
 # 256 KB of text per tokenizer call: thousands of windows per block, so the re-tokenized carry
 # (under one window) costs < 1%, while a block's tokens and offsets stay a few MB.
@@ -48,7 +48,7 @@ def _cut(text: str, max_chars: int) -> int:
     return cut if cut > 0 and len(text) - cut <= max_chars else len(text)
 
 
-def bounded(windows: Iterable[TokenWindow], max_chars: int) -> Iterator[TokenWindow]:
+def bounded_windows(windows: Iterable[TokenWindow], max_chars: int) -> Iterator[TokenWindow]:
     """``windows`` with each longer than ``max_chars`` characters cut into consecutive pieces.
 
     A piece's token count is its share of the window's, at least 1.
@@ -81,7 +81,7 @@ def stream_windows(
         size: tokens per window, as ``windower.windows`` counts them.
         overlap: tokens shared by consecutive windows.
         block_chars: characters gathered before each tokenizer call.
-        max_chars: the most characters in one window (see :func:`bounded`).
+        max_chars: the most characters in one window (see :func:`bounded_windows`).
     """
     buf = ""
     base = 0  # offset of buf[0] in the whole text
@@ -91,7 +91,7 @@ def stream_windows(
         if len(buf) < wanted:
             continue
         cut = _cut(buf, max_chars)
-        windows = list(bounded(windower.windows(buf[:cut], size, overlap), max_chars))
+        windows = list(bounded_windows(windower.windows(buf[:cut], size, overlap), max_chars))
         done = next((k for k, w in enumerate(windows) if w.end >= cut), len(windows))
         for w in windows[:done]:
             yield TokenWindow(base + w.start, base + w.end, w.text, w.tokens)
@@ -100,5 +100,5 @@ def stream_windows(
         base += restart
         # no window was finished: a window spans more than a block; gather more before retrying
         wanted = len(buf) + block_chars if done == 0 else block_chars
-    for w in bounded(windower.windows(buf, size, overlap), max_chars):
+    for w in bounded_windows(windower.windows(buf, size, overlap), max_chars):
         yield TokenWindow(base + w.start, base + w.end, w.text, w.tokens)

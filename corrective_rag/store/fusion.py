@@ -13,15 +13,8 @@ from typing import Protocol
 
 from corrective_rag.errors import ConfigError
 
-__all__ = [
-    "RRF_K",
-    "ConvexFusion",
-    "Fusion",
-    "RRFusion",
-    "convex_combination",
-    "min_max",
-    "reciprocal_rank_fusion",
-]
+# ConvexFusion, Fusion, RRFusion: their home is corrective_rag.store
+__all__ = ["RRF_K", "convex_combination", "min_max", "reciprocal_rank_fusion"]
 
 Run = Sequence[tuple[str, float]]
 

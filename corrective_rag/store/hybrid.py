@@ -40,7 +40,6 @@ from corrective_rag.store.atomic import Sides, delete_documents, write_documents
 from corrective_rag.store.backend import FETCH_PAGE, Backend, Record, embed_documents
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.checks import (
-    MAX_TOP_K,
     check_candidates,
     check_not_stored,
     check_parts,
@@ -58,7 +57,6 @@ from corrective_rag.store.persist import SavedBM25, WriterLock, load_bm25
 from corrective_rag.store.search import (
     DEFAULT_ALPHA,
     DEFAULT_CANDIDATES,
-    LEGS,  # noqa: F401 (importable from here, as before the outline moved to search.py)
     Runs,
     fused_search,
     leg_search,
@@ -66,7 +64,8 @@ from corrective_rag.store.search import (
 from corrective_rag.tracing import lane, traced_retrieval
 from corrective_rag.types import Document, Hit
 
-__all__ = ["DEFAULT_ALPHA", "DEFAULT_CANDIDATES", "DEFAULT_COLLECTION", "MAX_TOP_K", "HybridStore"]
+# HybridStore: its home is corrective_rag
+__all__ = ["DEFAULT_COLLECTION"]
 
 log = get_logger(__name__)
 

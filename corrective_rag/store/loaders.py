@@ -37,17 +37,17 @@ from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.models.tokenizer import ModelTokenizer
 from corrective_rag.store.checks import MAX_TEXT_CHARS
-from corrective_rag.store.chunking import WINDOW_CHARS, Windower, bounded, stream_windows
+from corrective_rag.store.chunking import WINDOW_CHARS, Windower, bounded_windows, stream_windows
 from corrective_rag.types import Document
 
+# load_documents: its home is corrective_rag
+# iter_documents: its home is corrective_rag.store
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
     "DEFAULT_OVERLAP",
     "UnreadableFileError",
     "canonical_path",
     "chunk_text",
-    "iter_documents",
-    "load_documents",
     "unreadable_reason",
 ]
 
@@ -204,7 +204,7 @@ def _chunks(
     if size is None or counter is None:
         windows = [(0, len(text), text)]
     else:
-        cut = bounded(counter.windows(text, size, overlap), WINDOW_CHARS)
+        cut = bounded_windows(counter.windows(text, size, overlap), WINDOW_CHARS)
         windows = [(w.start, w.end, w.text) for w in cut]
     windows = [w for w in windows if w[2].strip()]
     single = len(windows) == 1 and not always_number

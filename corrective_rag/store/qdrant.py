@@ -44,7 +44,6 @@ from corrective_rag.types import Document
 __all__ = [
     "MARKER",
     "QdrantBackend",
-    "QdrantStore",
     "check_settings",
     "import_qdrant",
     "point_id",
@@ -343,51 +342,3 @@ def _point(doc: Document, vector: np.ndarray, tokens: list[str], avgdl: float) -
 
 def _document(payload: Mapping[str, Any]) -> Document:
     return Document(payload[ID], payload[TEXT], dict(payload.get(METADATA_KEY) or {}))
-
-
-class _DeprecatedQdrantStore:
-    """``QdrantStore``, deprecated: use :meth:`HybridStore.qdrant`.
-
-    Kept so that code written for 0.x keeps running: calling it, or its ``in_memory``,
-    ``open`` and ``connect``, returns a :class:`~corrective_rag.store.hybrid.HybridStore` over
-    a :class:`QdrantBackend`, with a ``DeprecationWarning``. It is an object, not a second store
-    class: ``HybridStore`` is the one store.
-    """
-
-    def __call__(self, client: Any, **kwargs: Any) -> Any:
-        """``HybridStore(QdrantBackend(client, collection=..., avgdl=...), **kwargs)``."""
-        _deprecated("QdrantStore(client)", "HybridStore(QdrantBackend(client))")
-        from corrective_rag.store.hybrid import HybridStore
-
-        backend = {k: kwargs.pop(k) for k in ("collection", "avgdl") if k in kwargs}
-        return HybridStore(QdrantBackend(client, **backend), **kwargs)
-
-    def in_memory(self, **kwargs: Any) -> Any:
-        """``HybridStore.qdrant(":memory:")``."""
-        return _alias(":memory:", kwargs)
-
-    def open(self, path: str, **kwargs: Any) -> Any:
-        """``HybridStore.qdrant(path)``."""
-        if not isinstance(path, str) or not path:
-            raise ConfigError(f"path must be a non-empty string, got {path!r}")
-        return _alias(path, kwargs)
-
-    def connect(self, url: str, **kwargs: Any) -> Any:
-        """``HybridStore.qdrant(url)``."""
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"url must start with http:// or https://, got {url!r}")
-        return _alias(url, kwargs)
-
-
-QdrantStore = _DeprecatedQdrantStore()
-
-
-def _alias(target: str, kwargs: dict[str, Any]) -> Any:
-    _deprecated("QdrantStore", f"HybridStore.qdrant({target!r})")
-    from corrective_rag.store.hybrid import HybridStore
-
-    return HybridStore.qdrant(target, **kwargs)
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Fault", "FaultChooser"]
+# Fault, FaultChooser: their home is corrective_rag.testing
+__all__: list[str] = []
 
 # (request body, how many identical bodies arrived before) -> the fault to apply, or None
 FaultChooser = Callable[[Mapping[str, Any], int], "Fault | None"]

@@ -43,12 +43,12 @@ import numpy.typing as npt
 from corrective_rag.errors import InputError
 from corrective_rag.types import Document
 
+# FilterContract: its home is corrective_rag.testing
 __all__ = [
     "FILTER_CASES",
     "FILTER_DOCUMENTS",
     "INVALID_FILTERS",
     "ISSUE_FILTERS",
-    "FilterContract",
     "LetterEmbedder",
     "expected_ids",
     "filter_mismatches",

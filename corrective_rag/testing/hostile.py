@@ -34,7 +34,8 @@ from typing import Any, ClassVar
 from corrective_rag.testing.faults import Fault
 from corrective_rag.testing.server import ScriptedLLMServer, _Handler, _HTTPServer
 
-__all__ = ["HOSTILE_MODES", "HostileLLMServer", "gzip_bomb"]
+# HostileLLMServer: its home is corrective_rag.testing
+__all__ = ["HOSTILE_MODES", "gzip_bomb"]
 
 HOSTILE_MODES = ("drip", "gzip_bomb", "cut_stream", "rate_limited", "expensive_json")
 _KEEPALIVE = b": keepalive\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.text import STOPWORDS, tokenize
+from corrective_rag.text.tokens import STOPWORDS, tokenize
 
 __all__ = [
     "Coverage",

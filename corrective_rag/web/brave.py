@@ -28,7 +28,8 @@ from corrective_rag.web.http import check_base_url, check_key
 from corrective_rag.web.results import WebResult, plain
 from corrective_rag.web.search import WebSearchRetriever
 
-__all__ = ["BRAVE_URL", "BraveRetriever", "fit_query"]
+# BraveRetriever: its home is corrective_rag.web
+__all__ = ["BRAVE_URL", "fit_query"]
 
 log = get_logger(__name__)
 

@@ -34,15 +34,16 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
+from corrective_rag.calls.body import read_capped
 from corrective_rag.calls.settings import Timeouts, finite
-from corrective_rag.errors import Cancelled, ConfigError, CorrectiveRAGError
+from corrective_rag.errors import Cancelled, ConfigError, CorrectiveRAGError, SearchError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, chunk_text
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document
 from corrective_rag.web.guard import check_networks, guarded_session
-from corrective_rag.web.http import USER_AGENT, read_capped, shown_url
+from corrective_rag.web.http import USER_AGENT, shown_url
 from corrective_rag.web.memo import Memo
 from corrective_rag.web.results import (
     WebResult,
@@ -54,7 +55,8 @@ from corrective_rag.web.results import (
 )
 from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 
-__all__ = ["HTML_TYPES", "TEXT_TYPES", "PageFetcher", "html_to_text"]
+# PageFetcher: its home is corrective_rag.web
+__all__ = ["HTML_TYPES", "TEXT_TYPES", "html_to_text"]
 
 log = get_logger(__name__)
 
@@ -304,7 +306,8 @@ class PageFetcher:
                     reason = f"content type {kind or 'missing'}"
                     log.info("page_skipped", url=where, reason=reason)
                     return None
-                return read_capped(response, self.max_bytes, where), kind
+                body = read_capped(response, self.max_bytes, lambda m: SearchError(f"{where}: {m}"))
+                return body, kind
             finally:
                 response.close()
         log.info("page_skipped", url=where, reason=f"more than {MAX_REDIRECTS} redirects")

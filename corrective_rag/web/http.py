@@ -1,7 +1,8 @@
 """HTTP for the web-search retrievers: settings, one JSON call with retries, a polite User-Agent.
 
 The same discipline as the chat client (:mod:`corrective_rag.llm.client`), reusing its
-:class:`~corrective_rag.llm.settings.Timeouts` and :class:`~corrective_rag.llm.settings.Retries`:
+:class:`~corrective_rag.calls.settings.Timeouts` and
+:class:`~corrective_rag.calls.settings.Retries`:
 
 - every request has a connect and a read timeout, and one search (all its tries and waits
   together, each body read included) has a total ``deadline``, cut short by the enclosing call
@@ -33,26 +34,19 @@ import requests
 
 from corrective_rag._version import __version__
 from corrective_rag.calls import scope
+from corrective_rag.calls.body import read_capped
 from corrective_rag.calls.settings import MAX_QUIET, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.errors import ConfigError, SearchError, SearchSkippedError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 
-__all__ = [
-    "USER_AGENT",
-    "JsonCaller",
-    "WebSettings",
-    "check_base_url",
-    "check_key",
-    "rate_limit_wait",
-    "read_capped",
-]
+# WebSettings: its home is corrective_rag.web
+__all__ = ["USER_AGENT", "JsonCaller", "check_base_url", "check_key", "rate_limit_wait"]
 
 log = get_logger(__name__)
 
 USER_AGENT = f"corrective_rag/{__version__} (corrective RAG web fallback; python-requests)"
-_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,21 +133,6 @@ def _numbers(value: str | None) -> list[float]:
     except ValueError:
         return []
     return numbers if all(finite(n) for n in numbers) else []
-
-
-def read_capped(response: requests.Response, limit: int, what: str) -> bytes:
-    """The body of a streamed ``response``, or SearchError once it passes ``limit`` bytes."""
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise SearchError(f"{what}: body of {declared} bytes exceeds the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise SearchError(f"{what}: body exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 class _Retry(Exception):
@@ -335,7 +314,11 @@ class JsonCaller:
             try:
                 if response.is_redirect:
                     return response, b""
-                return response, read_capped(response, self.settings.max_response_bytes, self.name)
+                return response, read_capped(
+                    response,
+                    self.settings.max_response_bytes,
+                    lambda message: SearchError(f"{self.name}: {message}"),
+                )
             finally:
                 response.close()
 

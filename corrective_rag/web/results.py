@@ -22,8 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 from corrective_rag.errors import ConfigError
 from corrective_rag.types import MAX_ID_LENGTH, Document, Hit
 
+# WebResult: its home is corrective_rag.web
 __all__ = [
-    "WebResult",
     "canonical_url",
     "clean",
     "dedupe_by_url",

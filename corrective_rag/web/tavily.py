@@ -30,7 +30,8 @@ from corrective_rag.web.http import check_base_url, check_key
 from corrective_rag.web.results import WebResult, plain
 from corrective_rag.web.search import WebSearchRetriever
 
-__all__ = ["TAVILY_URL", "TavilyRetriever"]
+# TavilyRetriever: its home is corrective_rag.web
+__all__ = ["TAVILY_URL"]
 
 TAVILY_URL = "https://api.tavily.com"
 _DEPTHS = ("basic", "advanced")

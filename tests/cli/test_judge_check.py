@@ -13,8 +13,8 @@ import structlog
 
 from corrective_rag.cli.main import main
 from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.judges import all_relevant_judge, faithful_judge, noisy_judge
-from corrective_rag.testing.server import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

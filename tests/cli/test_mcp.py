@@ -20,12 +20,12 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from corrective_rag.cli.main import main
 from corrective_rag.cli.mcp_server import (
     MAX_DOCUMENTS,
-    MAX_TEXT_CHARS,
+    MAX_SHOWN_CHARS,
     RUNS_URI,
     parse_address,
 )
 from corrective_rag.errors import ConfigError
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {
@@ -169,7 +169,7 @@ def test_http_addresses_default_to_loopback():
 
 def test_returned_documents_are_bounded():
     """However long the kept documents, one call returns at most MAX_DOCUMENTS of them, each
-    text cut at MAX_TEXT_CHARS characters and marked as cut."""
+    text cut at MAX_SHOWN_CHARS characters and marked as cut."""
     from corrective_rag.cli.mcp_server import _summary
     from corrective_rag.types import (
         Document,
@@ -183,7 +183,7 @@ def test_returned_documents_are_bounded():
 
     kept = tuple(
         KeptDocument(
-            Document(f"d{i}", "x" * (MAX_TEXT_CHARS * 3)),
+            Document(f"d{i}", "x" * (MAX_SHOWN_CHARS * 3)),
             Verdict(f"d{i}", True, Relevance.HIGH, 0.9, 0.9, reasoning="y" * 10_000),
             1,
             i,
@@ -194,7 +194,7 @@ def test_returned_documents_are_bounded():
     out = _summary(result)
     assert MAX_DOCUMENTS + 5 == out["kept"]
     assert MAX_DOCUMENTS == len(out["documents"])
-    assert {MAX_TEXT_CHARS} == {len(d["text"]) for d in out["documents"]}
+    assert {MAX_SHOWN_CHARS} == {len(d["text"]) for d in out["documents"]}
     assert all(d["truncated"] for d in out["documents"])
     assert all(len(d["verdict"]["reasoning"]) < 1000 for d in out["documents"])
 
@@ -244,7 +244,7 @@ def test_a_run_whose_llm_calls_all_fail_is_a_tool_error_without_the_key(store):
     "nothing relevant"), and the API key the server echoed back is masked in the message."""
     from corrective_rag.cli.mcp_server import SearchService, build_server
     from corrective_rag.cli.wiring import Options
-    from corrective_rag.testing.server import Fault
+    from corrective_rag.testing import Fault
 
     key = "sk-test-0123456789abcdef"
     failing = Fault.error(401, body='{"error": {"message": "bad key {authorization}"}}')

@@ -6,7 +6,7 @@ import pytest
 
 from corrective_rag.cli.main import build_parser
 from corrective_rag.cli.wiring import LOCAL_CALL_SECONDS, Options, _components
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.types import Document
 
 # Eight documents of ~350 tokens: more than one grading call holds in a 2,048-token slot.

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from corrective_rag.calls import Retries
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.check import MIN_AGREEMENT, check_judge
 from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ScriptedEvaluator
 from corrective_rag.testing.judges import all_relevant_judge, faithful_judge, noisy_judge
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
 
 
 def _evaluator(server: ScriptedLLMServer) -> LLMEvaluator:

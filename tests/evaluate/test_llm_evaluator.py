@@ -7,13 +7,14 @@ import json
 import pytest
 import structlog
 
+from corrective_rag.calls import Retries
 from corrective_rag.errors import VerdictParseError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
-from corrective_rag.testing.server import Fault, ScriptedLLMServer, default_reply
+from corrective_rag.testing import Fault, ScriptedLLMServer
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.types import Document
 
 QUESTION = "How do volcanoes form magma chambers?"

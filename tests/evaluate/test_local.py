@@ -9,13 +9,8 @@ import pytest
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.links import naming_cosine, title_links
-from corrective_rag.evaluate.local import (
-    DEFAULT_WEIGHTS,
-    LocalEvaluator,
-    LocalFeatures,
-    LocalWeights,
-    verdict_score,
-)
+from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator, verdict_score
+from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.text.lexical import (
     bm25_scores,

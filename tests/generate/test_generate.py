@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+from corrective_rag.calls import Retries
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
-from corrective_rag.testing.server import ScriptedLLMServer, default_reply
+from corrective_rag.testing import ScriptedLLMServer
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.types import Document
 
 QUESTION = "How do volcanoes form magma chambers?"

@@ -12,10 +12,10 @@ import pytest
 import requests
 from http_models import HTTPLLM, HTTPChatModel, PlainHTTPChatModel, ToolHTTPLLM
 
+from corrective_rag.calls import Retries
 from corrective_rag.integrations.langchain import LangChainChatModel
 from corrective_rag.integrations.llamaindex import LlamaIndexChatModel
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
 from corrective_rag.protocols import ChatModel
 from corrective_rag.testing.chat_contract import ChatModelContract, check_chat_model
 from corrective_rag.types import ChatReply, Usage

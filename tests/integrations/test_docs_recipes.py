@@ -15,7 +15,7 @@ from llama_index.core.schema import TextNode
 
 from corrective_rag.integrations.langchain import LangChainEmbeddings
 from corrective_rag.integrations.llamaindex import LlamaIndexEmbedding
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 

@@ -16,8 +16,8 @@ from corrective_rag.integrations.langchain import LangChainChatModel
 from corrective_rag.integrations.llamaindex import LlamaIndexChatModel
 from corrective_rag.loop.aio import arun
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedRewriter
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
 
 RELEASE_AFTER = 20.0  # a bound for an adapter that ignores the deadline, never reached otherwise
 

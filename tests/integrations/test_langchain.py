@@ -25,7 +25,7 @@ from corrective_rag.integrations.langchain import (
 from corrective_rag.llm import prompts
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.types import StopReason
 
 

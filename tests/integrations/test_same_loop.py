@@ -25,7 +25,7 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.fusion import ConvexFusion
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 
 
 def _run(retriever, chat):

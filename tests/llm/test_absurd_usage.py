@@ -7,14 +7,14 @@ import pytest
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.integrations.bridge import reply_usage
+from corrective_rag.llm import Pricing
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.reply import MOST_TOKENS_PER_CALL, reported_tokens
-from corrective_rag.llm.settings import Pricing
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever
 from corrective_rag.testing.hostile_content import absurd_usage
-from corrective_rag.testing.server import ScriptedLLMServer
 from corrective_rag.types import Document
 
 HELLO = [{"role": "user", "content": "say hello"}]

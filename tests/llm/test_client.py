@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import pytest
 import structlog
 
+from corrective_rag.calls import Retries, Timeouts, parse_retry_after
 from corrective_rag.errors import (
     ConfigError,
     InputError,
@@ -18,9 +19,9 @@ from corrective_rag.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
+from corrective_rag.llm import Pricing
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Pricing, Retries, Timeouts, parse_retry_after
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 
 HELLO = [{"role": "user", "content": "say hello"}]
 SCHEMA = {"title": "t", "type": "object", "properties": {"a": {"type": "string"}}}

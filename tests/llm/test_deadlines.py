@@ -10,13 +10,13 @@ import threading
 
 import pytest
 
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.calls.scope import call_scope, cancelled, deadline
 from corrective_rag.errors import Cancelled, ConfigError, LLMResponseError, LLMTimeoutError
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.failures import permanent_hint
 from corrective_rag.llm.parallel import parallel_map
-from corrective_rag.llm.settings import Retries, Timeouts
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 
 HELLO = [{"role": "user", "content": "say hello"}]
 

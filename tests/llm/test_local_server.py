@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import requests
 
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
-from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.types import Document, Judged, RewriteRequest
 

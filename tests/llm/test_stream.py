@@ -11,15 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from corrective_rag.calls import Retries, Timeouts, call_settings
 from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import Cancelled, LLMResponseError, LLMTimeoutError, LLMTransportError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries, Timeouts, call_settings
 from corrective_rag.llm.stream import collect_events, is_event_stream
 from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.types import Document, RewriteRequest
 
 HELLO = [{"role": "user", "content": "say hello"}]

@@ -17,8 +17,8 @@ from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document, Hit
 
 CORPUS = [

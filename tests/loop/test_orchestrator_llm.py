@@ -4,8 +4,8 @@ from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever
-from corrective_rag.testing.server import ScriptedLLMServer
 from corrective_rag.types import Document, StopReason
 
 QUESTION = "How do honey bees make honey from nectar?"

@@ -7,10 +7,10 @@ import threading
 import structlog
 from structlog.testing import LogCapture
 
+from corrective_rag.calls import Retries
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.testing import ListRetriever, ScriptedLLMServer

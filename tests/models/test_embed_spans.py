@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.models.embeddings import SentenceTransformerEmbedder, default_model_path
+from corrective_rag.models import SentenceTransformerEmbedder
+from corrective_rag.models.source import default_model_path
 from corrective_rag.text.lexical import MIN_SENTENCE_CHARS, sentence_spans
 
 WAIT = 120.0  # seconds a thread may take on a loaded machine before the test gives up on it

@@ -25,9 +25,9 @@ from corrective_rag import (
     load_documents,
     run_batch,
 )
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.errors import ConfigError, DuplicateIdError, InputError
 from corrective_rag.evaluate import FilterPolicy
-from corrective_rag.llm import Retries, Timeouts
 from corrective_rag.runs import HistoryStore, result_from_json
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.testing import (

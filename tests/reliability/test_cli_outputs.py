@@ -26,7 +26,7 @@ from corrective_rag.runs.records.codec import to_dict
 from corrective_rag.runs.records.results import ok_line
 from corrective_rag.runs.reports.table import render_table
 from corrective_rag.testing import ListRetriever, ScriptedLLMServer
-from corrective_rag.testing.server import default_reply
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.types import Document
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,9 +18,10 @@ from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.guard import check_rewrite
 from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.testing.hostile_content import CONTROL_QUERY
-from corrective_rag.testing.server import ScriptedLLMServer, default_reply
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.types import Document
 
 QUESTION = "How do I deepcopy a list in Python?"

@@ -20,7 +20,7 @@ import pytest
 from corrective_rag.runs.execution.attempt import INTERRUPTED
 from corrective_rag.runs.records.results import read_results
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.types import Document
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ _FULL_DISK_CHILD = textwrap.dedent(
     from corrective_rag.runs.execution.batch import run_batch
     from corrective_rag.runs.execution.queries import Query
     from corrective_rag.testing.fakes import ListRetriever
-    from corrective_rag.testing.server import ScriptedLLMServer
+    from corrective_rag.testing import ScriptedLLMServer
     from corrective_rag.types import Document
 
     corpus = [Document(f"d{i}", f"Honey bees make honey, note {i}.") for i in range(6)]
@@ -150,8 +150,8 @@ QUESTION = "How do bees make honey from nectar?"
 
 
 def _chat(server: ScriptedLLMServer) -> Any:
+    from corrective_rag.calls import Retries
     from corrective_rag.llm.client import OpenAIChatClient
-    from corrective_rag.llm.settings import Retries
 
     return OpenAIChatClient(server.base_url, "scripted", retries=Retries(max_retries=0))
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.rewrite.local import LocalRewriter
@@ -31,8 +31,8 @@ from corrective_rag.runs.execution.batch import run_batch
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import latest_records, read_results
 from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document, RunResult
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,14 +12,14 @@ import random
 
 import pytest
 
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
 from corrective_rag.types import Document, RewriteSource, RunResult, StopReason
 
 QUESTION = "How do honey bees make honey from nectar?"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from corrective_rag.calls import call_scope
+from corrective_rag.calls import Retries, call_scope
 from corrective_rag.errors import (
     Cancelled,
     LLMResponseError,
@@ -27,7 +27,6 @@ from corrective_rag.errors import (
     SearchSkippedError,
 )
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing import HostileLLMServer
 from corrective_rag.types import Document

@@ -14,7 +14,8 @@ import pytest
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.testing.server import ScriptedLLMServer, default_reply
+from corrective_rag.testing import ScriptedLLMServer
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.text.display import printable
 from corrective_rag.text.screening import screen_form
 from corrective_rag.types import Document

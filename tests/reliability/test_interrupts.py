@@ -24,7 +24,7 @@ import pytest
 from corrective_rag.runs.execution.attempt import INTERRUPTED
 from corrective_rag.runs.records.results import latest_records, read_results
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.types import Document
 
 REPO = Path(__file__).resolve().parents[2]

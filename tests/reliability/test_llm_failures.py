@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.errors import LLMResponseError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
@@ -22,8 +22,9 @@ from corrective_rag.runs.execution.batch import run_batch
 from corrective_rag.runs.execution.failures import llm_failure, permanent_failure
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import read_results
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator
-from corrective_rag.testing.server import Fault, ScriptedLLMServer, default_reply
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.types import Document, StopReason
 
 QUESTION = "How do honey bees make honey from nectar?"

@@ -31,14 +31,15 @@ from corrective_rag import (
     OpenAIChatClient,
     run_batch,
 )
+from corrective_rag.calls import Retries
 from corrective_rag.cli.wiring import Options
 from corrective_rag.errors import CorrectiveRAGError, LLMError
 from corrective_rag.evaluate.cache import VerdictCache
-from corrective_rag.llm import Retries, prompts
+from corrective_rag.llm import prompts
 from corrective_rag.runs import HistoryStore
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.testing import Fault, ListRetriever, ScriptedLLMServer
-from corrective_rag.testing.server import default_reply
+from corrective_rag.testing.replies import default_reply
 from corrective_rag.types import Document
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,8 +3,8 @@ sentence from a document."""
 
 from __future__ import annotations
 
+from corrective_rag.calls import Retries
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
 from corrective_rag.rewrite.guard import (
     REPEATED,
     check_rewrite,
@@ -12,7 +12,7 @@ from corrective_rag.rewrite.guard import (
     pads_the_question,
 )
 from corrective_rag.rewrite.llm import PADDED, LLMRewriter
-from corrective_rag.testing.server import ScriptedLLMServer
+from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.types import Document, Judged, Proposal, Relevance, RewriteRequest, Verdict
 
 QUESTION = "Which companion book followed The Hork-Bajir Chronicles?"

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from corrective_rag.calls import Retries
 from corrective_rag.errors import LLMResponseError
 from corrective_rag.llm.client import OpenAIChatClient
-from corrective_rag.llm.settings import Retries
 from corrective_rag.rewrite.llm import LLMRewriter
-from corrective_rag.testing.server import Fault, ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.types import Document, Judged, Relevance, RewriteRequest, Verdict
 
 QUESTION = "How do volcanoes form magma chambers?"

@@ -14,7 +14,8 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.runs.execution.batch import run_batch
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import read_results
-from corrective_rag.testing.server import ScriptedLLMServer, default_reply
+from corrective_rag.testing import ScriptedLLMServer
+from corrective_rag.testing.replies import default_reply
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'corrective_rag[ray]'")
 

@@ -22,7 +22,7 @@ pytest.importorskip(
     "qdrant_client", reason="needs the qdrant extra: pip install 'corrective_rag[qdrant]'"
 )
 
-from corrective_rag.store.qdrant import QdrantBackend, QdrantStore
+from corrective_rag.store.qdrant import QdrantBackend
 
 QUERY = "programming language cat tea moon"
 
@@ -143,19 +143,3 @@ def test_cli_indexes_into_a_qdrant_folder_and_refuses_mixed_stores(tmp_path, cap
     assert "--qdrant alone" in capsys.readouterr().err
     assert 1 == main(["run", "owls?", "--qdrant", str(tmp_path / "missing")])
     assert "qdrant folder not found" in capsys.readouterr().err
-
-
-def test_qdrantstore_is_a_deprecated_alias_of_hybridstore(tmp_path, embedder) -> None:
-    """QdrantStore's constructors still work, warn, and return a HybridStore over Qdrant."""
-    with pytest.warns(DeprecationWarning, match="HybridStore.qdrant"):
-        store = QdrantStore.in_memory(embedder=embedder)
-    with store:
-        assert isinstance(store, HybridStore) and isinstance(store._dense, QdrantBackend)
-        store.add(CORPUS[:2])
-        assert 2 == len(store)
-    with pytest.warns(DeprecationWarning), QdrantStore.open(str(tmp_path / "q"), embedder=embedder):
-        pass
-    with pytest.raises(ConfigError), pytest.warns(DeprecationWarning):
-        QdrantStore(object(), avgdl=0)
-    with pytest.raises(ConfigError):
-        QdrantStore.connect("localhost:6333")

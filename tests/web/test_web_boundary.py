@@ -13,10 +13,10 @@ import pytest
 from fake_search import TAVILY_KEY, FakeSearchServer, Reply, _Handler
 from structlog.testing import capture_logs
 
+from corrective_rag.calls import Retries
 from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import Cancelled, SearchError
 from corrective_rag.evaluate.policy import FilterPolicy
-from corrective_rag.llm.settings import Retries
 from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.runs.records.history import result_to_json

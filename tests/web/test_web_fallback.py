@@ -11,9 +11,9 @@ import structlog
 from fake_search import TAVILY_KEY, FakeSearchServer, Reply
 from structlog.testing import capture_logs
 
+from corrective_rag.calls import Retries
 from corrective_rag.cli.main import main
 from corrective_rag.evaluate.policy import FilterPolicy
-from corrective_rag.llm.settings import Retries
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.runs.reports.report import render_kept
 from corrective_rag.runs.reports.table import render_table

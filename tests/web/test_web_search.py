@@ -10,8 +10,8 @@ import pytest
 import structlog
 from fake_search import BRAVE_KEY, TAVILY_KEY, FakeSearchServer, Reply, brave_error, tavily_error
 
+from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.errors import ConfigError, InputError, SearchError
-from corrective_rag.llm.settings import Retries, Timeouts
 from corrective_rag.protocols import Retriever
 from corrective_rag.web import BraveRetriever, SearxngRetriever, TavilyRetriever, WebSettings
 
