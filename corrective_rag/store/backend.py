@@ -49,6 +49,7 @@ from corrective_rag.protocols import Embedder
 from corrective_rag.types import Document
 
 __all__ = [
+    "DEFAULT_COLLECTION",
     "HASH_KEY",
     "RESERVED_PREFIX",
     "Backend",
@@ -63,6 +64,7 @@ __all__ = [
 
 log = get_logger(__name__)
 
+DEFAULT_COLLECTION = "corrective_rag"  # the collection a store uses unless told, on every engine
 RESERVED_PREFIX = "_crag_"  # metadata keys the store writes itself; users may not
 HASH_KEY = "_crag_hash"
 EMBED_BATCH = 1024  # texts per embed() call: bounds memory, lets progress be logged
