@@ -9,7 +9,8 @@ the store's, written once.
 A backend whose engine also scores BM25 (Qdrant's sparse vectors) offers it as ``lexical``;
 one that does not (chromadb) sets ``lexical = None`` and the store keeps its own BM25 index
 beside it, written together with it (:mod:`~corrective_rag.store.atomic`). A new engine is one
-module implementing the methods below, and one entry in ``tests/store/test_backends.py``.
+module implementing the methods below (and a function returning its opener), one line in
+:data:`corrective_rag.store.engines.ENGINES`, and one entry in ``tests/store/test_backends.py``.
 
 Contract:
 
