@@ -2,8 +2,12 @@
 
 Filters: the store's chroma-style ``where`` evaluated in Python (:func:`where_matches`) for
 framework stores that filter with a predicate. Documents: a framework's loose metadata made
-flat (:func:`flat_metadata`) and an id found for every document (:func:`document_id`). Hits:
-ranks and scores for a framework's list (:func:`ranked_hits`). Verdicts: what a kept document
+flat (:func:`flat_metadata`), an id found for every document (:func:`document_id`), both made
+one :class:`~corrective_rag.types.Document` (:func:`framework_document`), and a framework's
+search failure as a :class:`~corrective_rag.errors.StoreError` (:func:`search_failures`). Hits:
+ranks and scores for a framework's list (:func:`ranked_hits`). Constructors: the retriever
+adapters' options (:func:`check_retriever_options`) and the embedder the embedding adapters
+wrap (:func:`check_embedder`, :func:`embedding_lists`). Verdicts: what a kept document
 carries back into the framework (:func:`verdict_metadata`). Chat: the call's limits on a copy of
 the user's model (:func:`with_limits`), the schema as an instruction (:func:`schema_rule`),
 usage (:func:`reply_usage`) and provider errors as ours, keys masked (:func:`call_failed`).
@@ -11,18 +15,27 @@ usage (:func:`reply_usage`) and provider errors as ours, keys masked (:func:`cal
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import numbers
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.calls import scope
-from corrective_rag.errors import InputError, LLMError, LLMTimeoutError
+from corrective_rag.errors import (
+    ConfigError,
+    CorrectiveRAGError,
+    InputError,
+    LLMError,
+    LLMTimeoutError,
+    StoreError,
+)
 from corrective_rag.llm.reply import reported_tokens
+from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import FILTER_SCALARS, filter_scalar
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document, Hit, KeptDocument, Usage
@@ -30,12 +43,18 @@ from corrective_rag.types import Document, Hit, KeptDocument, Usage
 __all__ = [
     "VERDICT_KEYS",
     "call_failed",
+    "check_call_allowed",
+    "check_embedder",
+    "check_retriever_options",
     "document_id",
+    "embedding_lists",
     "flat_metadata",
+    "framework_document",
     "model_name",
     "ranked_hits",
     "reply_usage",
     "schema_rule",
+    "search_failures",
     "secrets_of_model",
     "verdict_metadata",
     "where_matches",
@@ -158,6 +177,65 @@ def document_id(
         if usable and str(candidate).strip():
             return str(candidate)
     return "sha1:" + hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def framework_document(
+    source: object,
+    what: str,
+    text: object,
+    *,
+    explicit_id: object,
+    metadata: Mapping[str, Any] | None,
+    id_key: str,
+) -> Document:
+    """A document (or node) that ``source`` returned, as ours: id, text and flat metadata.
+
+    Raises:
+        StoreError: the text is empty, or the document is unusable (a bad id or metadata);
+            the message names ``source``'s type and ``what`` it returned.
+    """
+    name = type(source).__name__
+    if not isinstance(text, str) or not text.strip():
+        raise StoreError(f"{name} returned a {what} with no text")
+    try:
+        return Document(
+            document_id(explicit_id, metadata, id_key, text), text, flat_metadata(metadata)
+        )
+    except InputError as exc:
+        raise StoreError(f"{name} returned an unusable {what}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def search_failures(source: object) -> Iterator[None]:
+    """A framework's search failure as a StoreError naming ``source``'s type (cause chained).
+
+    Our own errors (a bad filter, a cancelled run) pass through as they are.
+    """
+    try:
+        yield
+    except CorrectiveRAGError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"{type(source).__name__} search failed: {exc}") from exc
+
+
+def check_retriever_options(where_filter: Callable[..., Any] | None, id_key: object) -> None:
+    """A retriever adapter's ``where_filter`` (callable or None) and ``id_key`` (non-empty str)."""
+    if where_filter is not None and not callable(where_filter):
+        raise ConfigError(f"where_filter must be callable, got {where_filter!r}")
+    if not isinstance(id_key, str) or not id_key:
+        raise ConfigError(f"id_key must be a non-empty string, got {id_key!r}")
+
+
+def check_embedder(embedder: object) -> None:
+    """What an embedding adapter wraps: anything with an ``embed(texts)`` method."""
+    if not callable(getattr(embedder, "embed", None)):
+        raise ConfigError(f"embedder must have an embed(texts) method, got {embedder!r}")
+
+
+def embedding_lists(embedder: Embedder, texts: list[str]) -> list[list[float]]:
+    """One unit vector per text, as the lists of floats frameworks take (none for no text)."""
+    return [[float(x) for x in row] for row in embedder.embed(texts)] if texts else []
 
 
 def _score(value: Any) -> float | None:

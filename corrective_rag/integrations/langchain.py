@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.integrations import MissingExtraError
@@ -37,26 +36,22 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "pip install 'corrective_rag[langchain]'"
     ) from exc
 
-from corrective_rag.errors import (
-    ConfigError,
-    CorrectiveRAGError,
-    InputError,
-    StoreError,
-)
-from corrective_rag.integrations.awaiting import await_in_scope
+from corrective_rag.errors import ConfigError
 from corrective_rag.integrations.bridge import (
-    call_failed,
-    document_id,
-    flat_metadata,
+    check_embedder,
+    check_retriever_options,
+    embedding_lists,
+    framework_document,
     model_name,
     ranked_hits,
     reply_usage,
     schema_rule,
-    secrets_of_model,
+    search_failures,
     verdict_metadata,
     where_matches,
     with_limits,
 )
+from corrective_rag.integrations.chat import FrameworkChatModel
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import check_search
 from corrective_rag.types import ChatReply, Document, Hit, RunResult
@@ -152,10 +147,7 @@ class LangChainRetriever:
             raise ConfigError(
                 f"source must be a LangChain VectorStore or BaseRetriever, got {source!r}"
             )
-        if where_filter is not None and not callable(where_filter):
-            raise ConfigError(f"where_filter must be callable, got {where_filter!r}")
-        if not isinstance(id_key, str) or not id_key:
-            raise ConfigError(f"id_key must be a non-empty string, got {id_key!r}")
+        check_retriever_options(where_filter, id_key)
         self.source = source
         self.where_filter = where_filter
         self.id_key = id_key
@@ -204,45 +196,35 @@ class LangChainRetriever:
         self, store: VectorStore, query: str, top_k: int, kwargs: Mapping[str, Any]
     ) -> list[Hit]:
         kwargs = {k: v for k, v in kwargs.items() if k != "k"}
-        try:
-            pairs = store.similarity_search_with_score(query, k=top_k, **kwargs)
-        except NotImplementedError:  # a store that only lists documents
+        with search_failures(store):
+            try:
+                pairs = store.similarity_search_with_score(query, k=top_k, **kwargs)
+            except NotImplementedError:  # a store that only lists documents
+                pairs = None
+        if pairs is None:
             return self._listed(lambda: store.similarity_search(query, k=top_k, **kwargs), top_k)
-        except CorrectiveRAGError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"{type(store).__name__} search failed: {exc}") from exc
         return ranked_hits([(self._document(d), s) for d, s in pairs], top_k)
 
     def _listed(self, search: Callable[[], Sequence[LCDocument]], top_k: int) -> list[Hit]:
-        try:
+        with search_failures(self.source):
             docs = search()
-        except CorrectiveRAGError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"{type(self.source).__name__} search failed: {exc}") from exc
         return ranked_hits([(self._document(d), None) for d in docs], top_k)
 
     def _document(self, doc: LCDocument) -> Document:
-        text = doc.page_content
-        if not isinstance(text, str) or not text.strip():
-            raise StoreError(f"{type(self.source).__name__} returned a document with no text")
-        try:
-            return Document(
-                document_id(doc.id, doc.metadata, self.id_key, text),
-                text,
-                flat_metadata(doc.metadata),
-            )
-        except InputError as exc:
-            raise StoreError(
-                f"{type(self.source).__name__} returned an unusable document: {exc}"
-            ) from exc
+        return framework_document(
+            self.source,
+            "document",
+            doc.page_content,
+            explicit_id=doc.id,
+            metadata=doc.metadata,
+            id_key=self.id_key,
+        )
 
 
 # -- a LangChain chat model as the loop's chat model ---------------------------------------
 
 
-class LangChainChatModel:
+class LangChainChatModel(FrameworkChatModel):
     """A LangChain ``BaseChatModel`` as a :class:`~corrective_rag.protocols.ChatModel`.
 
     With a ``json_schema`` the model's ``with_structured_output`` is used where it has one
@@ -270,37 +252,22 @@ class LangChainChatModel:
     def __init__(self, model: Any, *, structured: bool = True, limits: bool = True) -> None:
         if not isinstance(model, BaseChatModel):
             raise ConfigError(f"model must be a LangChain BaseChatModel, got {model!r}")
+        super().__init__(model, name=model_name(model), structured=structured, limits=limits)
         self.chat = model
-        self.model = model_name(model)
-        self.structured = bool(structured)
-        self.limits = bool(limits)
-        self._secrets = secrets_of_model(model)
 
     def __repr__(self) -> str:
         return f"LangChainChatModel({type(self.chat).__name__}, model={self.model!r})"
 
-    def complete(
+    def _ask(
         self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        json_schema: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-    ) -> ChatReply:
-        """Return the model's reply to ``messages`` (see the class docstring).
-
-        Raises:
-            LLMError: the model raised (its message, keys masked; the cause is chained).
-            LLMTimeoutError: the run's deadline passed before or during the call.
-            Cancelled: the run was cancelled before or during the call.
-        """
-        model = self.chat
-        if self.limits:
-            model = with_limits(model, {"temperature": temperature, "max_tokens": max_tokens})
-        msgs = [dict(m) for m in messages]
+        messages: list[dict[str, str]],
+        json_schema: Mapping[str, Any] | None,
+        limits: Mapping[str, Any],
+    ) -> Callable[[], Awaitable[tuple[Any, str, list[dict[str, str]]]]]:
+        model = with_limits(self.chat, limits)
 
         async def call() -> tuple[Any, str, list[dict[str, str]]]:
-            sent = msgs
+            sent = messages
             if json_schema is not None and self.structured:
                 reply = await _structured(model, sent, json_schema)
                 if reply is not None:
@@ -310,14 +277,11 @@ class LangChainChatModel:
             message = await model.ainvoke(convert_to_messages(sent))
             return message, _text(message), sent
 
-        started = time.perf_counter()
-        try:
-            message, text, msgs = await_in_scope(self.model, call)
-        except CorrectiveRAGError:
-            raise
-        except Exception as exc:
-            raise call_failed(self.model, exc, self._secrets) from exc
-        return _chat_reply(message, text, msgs, time.perf_counter() - started, self.model)
+        return call
+
+    def _reply(self, answer: tuple[Any, str, list[dict[str, str]]], seconds: float) -> ChatReply:
+        message, text, sent = answer
+        return _chat_reply(message, text, sent, seconds, self.model)
 
 
 async def _structured(
@@ -379,13 +343,12 @@ class LangChainEmbeddings(Embeddings):
     """
 
     def __init__(self, embedder: Embedder) -> None:
-        if not callable(getattr(embedder, "embed", None)):
-            raise ConfigError(f"embedder must have an embed(texts) method, got {embedder!r}")
+        check_embedder(embedder)
         self.embedder = embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """One unit vector per text."""
-        return [[float(x) for x in row] for row in self.embedder.embed(texts)] if texts else []
+        return embedding_lists(self.embedder, texts)
 
     def embed_query(self, text: str) -> list[float]:
         """The query's unit vector."""

@@ -22,8 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -34,19 +33,11 @@ try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
     from llama_index.core.indices.base import BaseIndex
-    from llama_index.core.indices.vector_store.base import VectorStoreIndex
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
     from llama_index.core.llms import LLM, CustomLLM
     from llama_index.core.llms.function_calling import FunctionCallingLLM
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
     from llama_index.core.tools import FunctionTool, ToolMetadata
-    from llama_index.core.vector_stores.simple import SimpleVectorStore
-    from llama_index.core.vector_stores.types import (
-        FilterCondition,
-        FilterOperator,
-        MetadataFilter,
-        MetadataFilters,
-    )
     from pydantic import PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
     raise MissingExtraError(
@@ -54,26 +45,26 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "pip install 'corrective_rag[llamaindex]'"
     ) from exc
 
-from corrective_rag.errors import (
-    ConfigError,
-    CorrectiveRAGError,
-    InputError,
-    StoreError,
-)
-from corrective_rag.integrations.awaiting import await_in_scope
+from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.integrations.bridge import (
     VERDICT_KEYS,
-    call_failed,
-    document_id,
-    flat_metadata,
+    check_embedder,
+    check_retriever_options,
+    embedding_lists,
+    framework_document,
     model_name,
     ranked_hits,
     reply_usage,
     schema_rule,
-    secrets_of_model,
+    search_failures,
     verdict_metadata,
-    where_matches,
     with_limits,
+)
+from corrective_rag.integrations.chat import FrameworkChatModel
+from corrective_rag.integrations.llamaindex_filters import (
+    in_memory_index,
+    matching_node_ids,
+    to_metadata_filters,
 )
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.checks import check_search
@@ -91,16 +82,6 @@ _ROLES = {
     "system": MessageRole.SYSTEM,
     "user": MessageRole.USER,
     "assistant": MessageRole.ASSISTANT,
-}
-_OPERATORS = {
-    "$eq": FilterOperator.EQ,
-    "$ne": FilterOperator.NE,
-    "$gt": FilterOperator.GT,
-    "$gte": FilterOperator.GTE,
-    "$lt": FilterOperator.LT,
-    "$lte": FilterOperator.LTE,
-    "$in": FilterOperator.IN,
-    "$nin": FilterOperator.NIN,
 }
 
 
@@ -190,61 +171,6 @@ class CorrectiveRetriever(BaseRetriever):
 # -- a LlamaIndex index as the loop's retriever --------------------------------------------
 
 
-def to_metadata_filters(where: Mapping[str, Any]) -> MetadataFilters:
-    """LlamaIndex ``MetadataFilters`` for the store's chroma-style ``where``.
-
-    ``$and`` / ``$or`` become filters with that condition, flat where each part is one clause
-    (LlamaIndex's in-memory store refuses nested filters: a :class:`StoreError` then); each
-    vector store applies them with its own semantics (LlamaIndex's in-memory store, unlike
-    chroma, lets ``$ne`` / ``$nin`` match documents without the field).
-
-    Raises:
-        InputError: the filter is not one the stores accept (see
-            :func:`~corrective_rag.integrations.bridge.where_matches`).
-    """
-    where_matches(where, {})  # the same checks, and the same errors, as the stores'
-    if len(where) == 1 and next(iter(where)) in ("$and", "$or"):
-        ((key, value),) = where.items()
-        condition = FilterCondition.AND if key == "$and" else FilterCondition.OR
-        return MetadataFilters(
-            filters=[_single(to_metadata_filters(p)) for p in value], condition=condition
-        )
-    parts: list[MetadataFilter | MetadataFilters] = []
-    for key, value in where.items():
-        if key in ("$and", "$or"):
-            parts.append(to_metadata_filters({key: value}))
-        elif isinstance(value, Mapping):
-            ((op, operand),) = value.items()
-            operand = list(operand) if op in ("$in", "$nin") else operand
-            parts.append(MetadataFilter(key=key, value=operand, operator=_OPERATORS[op]))
-        else:
-            parts.append(MetadataFilter(key=key, value=value, operator=FilterOperator.EQ))
-    return MetadataFilters(filters=parts, condition=FilterCondition.AND)
-
-
-def _in_memory(index: Any) -> TypeGuard[VectorStoreIndex]:
-    """Whether ``index`` is a vector index in LlamaIndex's own in-memory store."""
-    return isinstance(index, VectorStoreIndex) and isinstance(index.vector_store, SimpleVectorStore)
-
-
-def _matching_node_ids(index: Any, where: Mapping[str, Any]) -> list[str]:
-    """The ids of the index's nodes whose metadata pass ``where``, read as the stores read it.
-
-    LlamaIndex's in-memory store has its own filter semantics (``True == 1``, no nesting), so
-    the bridge selects the nodes itself and restricts the search to them.
-    """
-    where_matches(where, {})  # an invalid filter fails here, not per node
-    nodes = index.docstore.docs
-    return [node_id for node_id, node in nodes.items() if where_matches(where, node.metadata)]
-
-
-def _single(filters: MetadataFilters) -> MetadataFilter | MetadataFilters:
-    """A group of one clause as that clause: stores that refuse nesting take ``$or`` of fields."""
-    if len(filters.filters) == 1:
-        return filters.filters[0]
-    return filters
-
-
 class LlamaIndexRetriever:
     """A LlamaIndex index or ``BaseRetriever`` as a :class:`~corrective_rag.protocols.Retriever`.
 
@@ -279,8 +205,7 @@ class LlamaIndexRetriever:
     ) -> None:
         if not isinstance(source, BaseIndex | BaseRetriever):
             raise ConfigError(f"source must be a LlamaIndex index or BaseRetriever, got {source!r}")
-        if where_filter is not None and not callable(where_filter):
-            raise ConfigError(f"where_filter must be callable, got {where_filter!r}")
+        check_retriever_options(where_filter, id_key)
         self.source = source
         self.where_filter = where_filter
         self.retriever_kwargs = dict(retriever_kwargs or {})
@@ -299,8 +224,8 @@ class LlamaIndexRetriever:
         retriever: BaseRetriever
         if isinstance(source, BaseIndex):
             kwargs = {**self.retriever_kwargs, "similarity_top_k": top_k}
-            if where is not None and self.where_filter is None and _in_memory(source):
-                node_ids = _matching_node_ids(source, where)
+            if where is not None and self.where_filter is None and in_memory_index(source):
+                node_ids = matching_node_ids(source, where)
                 if not node_ids:
                     return []
                 retriever = VectorIndexRetriever(source, node_ids=node_ids, **kwargs)
@@ -316,29 +241,20 @@ class LlamaIndexRetriever:
             )
         else:
             retriever = source  # LlamaIndex retrievers hold their depth privately: not ours to set
-        try:
+        with search_failures(source):
             nodes = retriever.retrieve(query)
-        except CorrectiveRAGError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"{type(source).__name__} search failed: {exc}") from exc
         return ranked_hits([(self._document(n), n.score) for n in nodes], top_k)
 
     def _document(self, scored: NodeWithScore) -> Document:
         node = scored.node
-        text = node.get_content()
-        if not isinstance(text, str) or not text.strip():
-            raise StoreError(f"{type(self.source).__name__} returned a node with no text")
-        try:
-            return Document(
-                document_id(node.node_id, node.metadata, self.id_key, text),
-                text,
-                flat_metadata(node.metadata),
-            )
-        except InputError as exc:
-            raise StoreError(
-                f"{type(self.source).__name__} returned an unusable node: {exc}"
-            ) from exc
+        return framework_document(
+            self.source,
+            "node",
+            node.get_content(),
+            explicit_id=node.node_id,
+            metadata=node.metadata,
+            id_key=self.id_key,
+        )
 
 
 # -- a LlamaIndex LLM as the loop's chat model ---------------------------------------------
@@ -354,7 +270,7 @@ class _SchemaToolMetadata(ToolMetadata):
         return {k: v for k, v in self.schema.items() if k != "title"}
 
 
-class LlamaIndexChatModel:
+class LlamaIndexChatModel(FrameworkChatModel):
     """A LlamaIndex ``LLM`` as a :class:`~corrective_rag.protocols.ChatModel`.
 
     With a ``json_schema``, a function-calling LLM (``FunctionCallingLLM`` whose metadata says
@@ -377,58 +293,43 @@ class LlamaIndexChatModel:
     def __init__(self, llm: Any, *, structured: bool = True, limits: bool = True) -> None:
         if not isinstance(llm, LLM):
             raise ConfigError(f"llm must be a LlamaIndex LLM, got {llm!r}")
+        name = model_name(llm)
+        if name == type(llm).__name__:
+            name = getattr(llm.metadata, "model_name", "") or name
+        super().__init__(llm, name=name, structured=structured, limits=limits)
         self.llm = llm
-        self.model = model_name(llm)
-        if self.model == type(llm).__name__:
-            self.model = getattr(llm.metadata, "model_name", "") or self.model
-        self.structured = bool(structured)
-        self.limits = bool(limits)
-        self._secrets = secrets_of_model(llm)
 
     def __repr__(self) -> str:
         return f"LlamaIndexChatModel({type(self.llm).__name__}, model={self.model!r})"
 
-    def complete(
+    def _ask(
         self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        json_schema: Mapping[str, Any] | None = None,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-    ) -> ChatReply:
-        """Return the LLM's reply to ``messages`` (see the class docstring).
-
-        Raises:
-            LLMError: the LLM raised (its message, keys masked; the cause is chained).
-            LLMTimeoutError: the run's deadline passed before or during the call.
-            Cancelled: the run was cancelled before or during the call.
-        """
-        llm = self.llm
-        if self.limits:
-            llm = with_limits(llm, {"temperature": temperature, "max_tokens": max_tokens})
-        msgs = [dict(m) for m in messages]
+        messages: list[dict[str, str]],
+        json_schema: Mapping[str, Any] | None,
+        limits: Mapping[str, Any],
+    ) -> Callable[[], Awaitable[tuple[ChatResponse, str, list[dict[str, str]]]]]:
+        llm = with_limits(self.llm, limits)
+        msgs = messages
         if json_schema is not None and not (self.structured and _calls_functions(llm)):
             msgs = [*msgs, {"role": "system", "content": schema_rule(json_schema)}]
         chat_messages = _chat_messages(msgs)
 
-        async def call() -> tuple[ChatResponse, str]:
+        async def call() -> tuple[ChatResponse, str, list[dict[str, str]]]:
             if json_schema is not None and self.structured and _calls_functions(llm):
-                return await _tool_reply(llm, chat_messages, json_schema)
+                return (*await _tool_reply(llm, chat_messages, json_schema), msgs)
             if _async_is_sync(llm):  # CustomLLM's achat calls chat: keep it off the loop
                 response = await asyncio.to_thread(llm.chat, chat_messages)
             else:
                 response = await llm.achat(chat_messages)
-            return response, response.message.content or ""
+            return response, response.message.content or "", msgs
 
-        started = time.perf_counter()
-        try:
-            response, text = await_in_scope(self.model, call)
-        except CorrectiveRAGError:
-            raise
-        except Exception as exc:
-            raise call_failed(self.model, exc, self._secrets) from exc
+        return call
+
+    def _reply(
+        self, answer: tuple[ChatResponse, str, list[dict[str, str]]], seconds: float
+    ) -> ChatReply:
+        response, text, msgs = answer
         prompt, completion = _reported_tokens(response)
-        seconds = time.perf_counter() - started
         raw = response.raw if isinstance(response.raw, Mapping) else {}
         finish = raw.get("finish_reason") if raw else None
         return ChatReply(
@@ -502,14 +403,13 @@ class LlamaIndexEmbedding(BaseEmbedding):
     _embedder: Any = PrivateAttr()
 
     def __init__(self, embedder: Embedder, **kwargs: Any) -> None:
-        if not callable(getattr(embedder, "embed", None)):
-            raise ConfigError(f"embedder must have an embed(texts) method, got {embedder!r}")
+        check_embedder(embedder)
         super().__init__(model_name=type(embedder).__name__, **kwargs)
         self._embedder = embedder
         _seed_tiktoken()
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return [[float(x) for x in row] for row in self._embedder.embed(texts)] if texts else []
+        return embedding_lists(self._embedder, texts)
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._get_text_embeddings([text])[0]

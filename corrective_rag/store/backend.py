@@ -9,7 +9,8 @@ the store's, written once.
 A backend whose engine also scores BM25 (Qdrant's sparse vectors) offers it as ``lexical``;
 one that does not (chromadb) sets ``lexical = None`` and the store keeps its own BM25 index
 beside it, written together with it (:mod:`~corrective_rag.store.atomic`). A new engine is one
-module implementing the methods below, and one entry in ``tests/store/test_backends.py``.
+module implementing the methods below (and a function returning its opener), one line in
+:data:`corrective_rag.store.engines.ENGINES`, and one entry in ``tests/store/test_backends.py``.
 
 Contract:
 
@@ -49,6 +50,7 @@ from corrective_rag.protocols import Embedder
 from corrective_rag.types import Document
 
 __all__ = [
+    "DEFAULT_COLLECTION",
     "HASH_KEY",
     "RESERVED_PREFIX",
     "Backend",
@@ -63,6 +65,7 @@ __all__ = [
 
 log = get_logger(__name__)
 
+DEFAULT_COLLECTION = "corrective_rag"  # the collection a store uses unless told, on every engine
 RESERVED_PREFIX = "_crag_"  # metadata keys the store writes itself; users may not
 HASH_KEY = "_crag_hash"
 EMBED_BATCH = 1024  # texts per embed() call: bounds memory, lets progress be logged

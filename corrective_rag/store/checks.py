@@ -17,6 +17,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_TOP_K",
     "check_candidates",
+    "check_collection",
     "check_not_stored",
     "check_parts",
     "check_search",
@@ -39,6 +40,15 @@ def check_candidates(candidates: int) -> None:
     check_int(candidates, "candidates")
     if not 1 <= candidates <= MAX_TOP_K:
         raise ConfigError(f"candidates must be in 1..{MAX_TOP_K}, got {candidates}")
+
+
+def check_collection(name: object) -> None:
+    """A collection name: 3-512 characters (chromadb's own rule, checked up front).
+
+    The store names its BM25 side's files after it, whatever the engine.
+    """
+    if not isinstance(name, str) or not 3 <= len(name) <= 512:
+        raise ConfigError(f"collection name must have 3-512 characters, got {name!r}")
 
 
 def check_parts(fusion: object, embedder: object) -> None:

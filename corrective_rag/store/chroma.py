@@ -23,10 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError, InputError, StoreError
+from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
 from corrective_rag.store.backend import HASH_KEY, RESERVED_PREFIX, Record, Run, Where
+from corrective_rag.store.checks import check_collection
 from corrective_rag.store.chroma_where import to_chroma_where
+from corrective_rag.store.folders import check_store_folder
 from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
 
@@ -35,7 +38,7 @@ __all__ = [
     "MARKER",
     "ChromaBackend",
     "Opener",
-    "check_collection",
+    "checked_folder_opener",
     "ephemeral_opener",
     "folder_opener",
     "open_collection",
@@ -98,12 +101,6 @@ def readable_copy(directory: str) -> tuple[str, Callable[[], None]]:
     os.chmod(copy, 0o700)
     log.info("store_read_from_copy", directory=directory, copy=copy)
     return copy, lambda: shutil.rmtree(tmp, ignore_errors=True)
-
-
-def check_collection(name: object) -> None:
-    """A chroma collection name: 3-512 characters (chromadb's own rule, checked up front)."""
-    if not isinstance(name, str) or not 3 <= len(name) <= 512:
-        raise ConfigError(f"collection name must have 3-512 characters, got {name!r}")
 
 
 def open_collection(client: Any, name: str, *, read_only: bool = False) -> Any:
@@ -283,6 +280,7 @@ def ephemeral_opener(name: str) -> Opener:
     Every ephemeral client in a process shares one backend: the collection is all that is
     the store's own.
     """
+    check_collection(name)
 
     def backend() -> ChromaBackend:
         import chromadb
@@ -338,6 +336,21 @@ def folder_opener(directory: str, collection: str, *, read_only: bool) -> Opener
     return writer
 
 
+def checked_folder_opener(
+    directory: str, collection: str, *, create: bool, read_only: bool
+) -> Opener:
+    """:func:`folder_opener`, once ``directory`` is known to be a store (or, to create one, empty).
+
+    Raises:
+        ConfigError: ``directory`` is a file and the store was to be created, or a bad name.
+        StoreError: ``directory`` is a folder that is not a store, or (``create=False`` or
+            ``read_only``) holds no store.
+    """
+    check_store_folder(directory, MARKER, create=create, read_only=read_only)
+    check_collection(collection)
+    return folder_opener(directory, collection, read_only=read_only)
+
+
 def _close_client(client: Any) -> None:
     """Release a persistent client's database (chromadb shares one per path in a process).
 
@@ -356,6 +369,10 @@ def server_opener(
     host: str, port: int, collection: str, *, ssl: bool, headers: Mapping[str, str] | None
 ) -> Opener:
     """Collection ``collection`` on the chroma server at ``host:port``."""
+    if not isinstance(host, str) or not host:
+        raise ConfigError(f"host must be a non-empty string, got {host!r}")
+    check_int(port, "port", minimum=1, maximum=65535)
+    check_collection(collection)
 
     def backend() -> ChromaBackend:
         import chromadb

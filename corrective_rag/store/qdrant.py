@@ -23,10 +23,12 @@ Needs ``pip install corrective_rag[qdrant]``.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,8 +36,9 @@ import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.logs import get_logger
-from corrective_rag.store.backend import Record, Run, Where
+from corrective_rag.store.backend import DEFAULT_COLLECTION, Record, Run, Where
 from corrective_rag.store.failures import foreign_failures
+from corrective_rag.store.folders import check_store_folder
 from corrective_rag.store.qdrant_where import METADATA_KEY, to_qdrant_filter
 from corrective_rag.store.sparse_bm25 import K1, B, bm25_idf, document_vector, query_vector
 from corrective_rag.text import tokenize
@@ -47,6 +50,7 @@ __all__ = [
     "check_settings",
     "import_qdrant",
     "point_id",
+    "store_opener",
 ]
 
 log = get_logger(__name__)
@@ -106,7 +110,7 @@ class QdrantBackend:
         self,
         client: Any,
         *,
-        collection: str = "corrective_rag",
+        collection: str = DEFAULT_COLLECTION,
         avgdl: float | None = None,
         drop_on_close: bool = False,
         local: bool = False,
@@ -303,6 +307,37 @@ def client_opener(target: str, *, api_key: str | None = None, **backend: Any) ->
             return QdrantBackend(qdrant.QdrantClient(path=target), local=True, **backend)
 
     return opener
+
+
+def store_opener(
+    target: str | os.PathLike[str],
+    *,
+    api_key: str | None = None,
+    collection: str | None = None,
+    avgdl: float | None = None,
+    create: bool = True,
+) -> Callable[[], QdrantBackend]:
+    """:func:`client_opener` for :meth:`HybridStore.qdrant`, every argument checked first.
+
+    ``target``: as for :func:`client_opener`; a folder is resolved and must be a Qdrant store
+    (or, with ``create``, missing or empty). ``collection``: a fresh name for ``":memory:"``
+    unless given, else the store's default.
+
+    Raises:
+        ConfigError: a bad setting, or ``target`` is a file and the store was to be created.
+        StoreError: a folder that is not a Qdrant store (or, with ``create=False``, holds none).
+    """
+    where = os.fspath(target) if isinstance(target, os.PathLike) else target
+    if not isinstance(where, str) or not where:
+        raise ConfigError(f"target must be a URL, ':memory:' or a folder, got {target!r}")
+    memory = where == ":memory:"
+    if collection is None:
+        collection = f"crag-{uuid.uuid4().hex}" if memory else DEFAULT_COLLECTION
+    check_settings(collection, avgdl)
+    if not memory and not where.startswith(("http://", "https://")):
+        where = str(Path(where).resolve())
+        check_store_folder(where, MARKER, create=create, read_only=False)
+    return client_opener(where, api_key=api_key, collection=collection, avgdl=avgdl)
 
 
 def _create_collection(client: Any, name: str, dimension: int, avgdl: float) -> None:

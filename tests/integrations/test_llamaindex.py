@@ -85,6 +85,13 @@ def test_a_plain_retriever_answers_as_it_does_and_cannot_filter():
         adapter.retrieve("x", where={"kind": "bee"})
 
 
+@pytest.mark.parametrize("id_key", ["", None, 3])
+def test_an_unusable_id_key_is_refused_at_construction(id_key):
+    """id_key must be a non-empty string, checked when the adapter is built (as LangChain's)."""
+    with pytest.raises(ConfigError, match="id_key must be a non-empty string"):
+        LlamaIndexRetriever(FixedRetriever([]), id_key=id_key)
+
+
 def test_a_failing_index_is_a_store_error(index):
     """An exception inside the framework's retrieval comes out as our StoreError."""
     adapter = LlamaIndexRetriever(index, where_filter=lambda where: "not filters")

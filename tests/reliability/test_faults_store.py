@@ -24,7 +24,8 @@ from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.runs.execution.batch import run_batch
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import latest_records, read_results
-from corrective_rag.store.hybrid import DEFAULT_COLLECTION, HybridStore
+from corrective_rag.store.backend import DEFAULT_COLLECTION
+from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.persist import SavedBM25
 from corrective_rag.types import Document
 
