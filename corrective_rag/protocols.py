@@ -28,6 +28,7 @@ __all__ = [
     "Embedder",
     "Evaluator",
     "Generator",
+    "ProposingEvaluator",
     "Retriever",
     "Rewriter",
     "TokenCounter",
@@ -99,8 +100,35 @@ class ContextualEvaluator(Protocol):
 
 
 @runtime_checkable
+class ProposingEvaluator(Protocol):
+    """An evaluator whose grading call can also propose the next query (judge and propose).
+
+    In the loop's one-call mode (:mod:`corrective_rag.loop.callmode`) the loop grades with
+    :meth:`proposing`'s evaluator when its rewriter reads proposals.
+    """
+
+    def proposing(self) -> Evaluator:
+        """This evaluator proposing in its grading call (``Evaluation.proposal``).
+
+        A copy, leaving this object as it is; this evaluator itself where its owner already
+        chose whether it proposes.
+        """
+        ...
+
+
+@runtime_checkable
 class Rewriter(Protocol):
-    """Proposes the next query from the question, the queries tried and the evaluator's feedback."""
+    """Proposes the next query from the question, the queries tried and the evaluator's feedback.
+
+    Two optional class attributes tell the loop what a rewriter does (absent: ``False``):
+
+    * ``reads_proposal``: it checks the evaluator's proposal (``RewriteRequest.proposal``)
+      instead of calling a model; in one-call mode the loop then asks the evaluator to propose
+      (:mod:`corrective_rag.loop.callmode`). ``LLMRewriter`` declares it.
+    * ``writes_feedback_query``: its rewrites are the kept documents' term query already, so
+      the loop adds no free feedback lane beside them (:class:`corrective_rag.loop.lanes.
+      Lanes`). ``LocalRewriter`` declares it.
+    """
 
     def rewrite(self, request: RewriteRequest) -> Rewrite:
         """Return a new query, or ``Rewrite(query=None, rejected=...)`` when none is acceptable."""

@@ -114,7 +114,8 @@ def test_a_two_iteration_run_leaves_run_iteration_and_search_spans_parented(span
         )
         for index, span in by_index.items()
     }
-    assert {1: ["question"], 2: ["question", "rewrite"]} == lanes
+    # the loop's free feedback lane (the kept document's bridge name) is searched beside them
+    assert {1: ["question"], 2: ["feedback", "question", "rewrite"]} == lanes
     assert {s.context.trace_id for s in found} == {run.context.trace_id}
     assert "enough_relevant" == run.attributes["corrective_rag.stop_reason"]
     assert list(result.kept_ids) == list(run.attributes["corrective_rag.kept_ids"])
@@ -133,13 +134,14 @@ def test_contents_are_absent_unless_opted_in(spans, embedder):
     assert "jupiter" not in text.lower()
     spans.clear()
     tracing.capture_content(True)
-    _hybrid_run(embedder)
+    result = _hybrid_run(embedder)
     [run] = _named(_ours(spans), "corrective_rag.run")
     assert QUESTION == run.attributes["corrective_rag.question"]
     queries = {
         s.attributes["gen_ai.retrieval.query.text"] for s in _named(_ours(spans), "retrieval")
     }
-    assert {QUESTION, REWRITE} == queries
+    feedback = {r.rewrite.feedback for r in result.history if r.rewrite and r.rewrite.feedback}  # type: ignore[attr-defined]
+    assert {QUESTION, REWRITE, *feedback} == queries
 
 
 def test_arun_parents_its_spans_under_the_callers_span(spans, embedder):

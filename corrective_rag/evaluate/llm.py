@@ -5,8 +5,8 @@ Per ``evaluate`` call: cached verdicts are reused; the other documents are trunc
 (the prompt counted with tiktoken, plus the reply's reserve; ``batch_size`` can cap the documents
 per call), batches in parallel: one iteration's documents usually make one call. With
 ``propose`` the grading call also returns what the documents still lack and a proposed next
-query (:class:`~corrective_rag.types.Proposal`), which a rewriter checks instead of making its
-own call. A verdict is accepted
+query (:class:`~corrective_rag.types.Proposal`), which the loop checks instead of making a
+rewriting call. A verdict is accepted
 only for an id that was sent in that call (others are ignored and logged); an id answered twice
 with different verdicts is treated as unanswered, since one of the two may be forged by a
 document. A document that looks like an injection (delimiter tags, verdict-shaped JSON, "ignore
@@ -97,10 +97,10 @@ class LLMEvaluator:
         context_tokens: the model's context budget: a call's prompt (counted with
             ``token_counter``) plus the tokens reserved for its reply stay within it.
         propose: judge and propose: the grading call also returns what the documents lack and a
-            next query (``Evaluation.proposal``), in place of the rewriter's own call. ``None``
-            (the default): decided by the loop, which proposes when its rewriter uses this
-            same chat model (one call per iteration) and not when it has a chat model of its
-            own (two calls, each model doing its part); see :meth:`for_rewriter`.
+            next query (``Evaluation.proposal``), which the loop can check instead of making a
+            rewriting call. ``None`` (the default): not when called directly; in the loop the
+            orchestrator's ``call_mode`` decides (one-call: the loop grades with
+            :meth:`proposing`'s copy). ``True`` / ``False`` is kept in either mode.
         strict: strict JSON, and failures raise instead of becoming ungraded verdicts.
         max_workers: batches graded at the same time.
         cache: verdict cache; None makes a private one (pass ``VerdictCache(0)`` to disable).
@@ -149,15 +149,14 @@ class LLMEvaluator:
                 f"context_tokens={context_tokens}"
             )
 
-    def for_rewriter(self, rewriter: object) -> LLMEvaluator:
-        """The evaluator a loop with ``rewriter`` uses: proposing when they share a chat model.
+    def proposing(self) -> LLMEvaluator:
+        """This evaluator proposing the next query in its grading call (judge and propose).
 
-        Only an evaluator left at ``propose=None`` is changed: when ``rewriter`` asks the same
-        chat model (its ``chat`` is this one's), grading and proposing are one call, as the
-        command line does; the copy shares this evaluator's cache and token counter. An
-        explicit ``propose`` is the user's choice and is kept.
+        A copy with ``propose=True`` that shares this evaluator's cache and token counter; this
+        evaluator itself when its ``propose`` was given (``True`` or ``False``: the user's
+        choice is kept). The loop asks for it in its one-call mode.
         """
-        if self.propose is not None or getattr(rewriter, "chat", None) is not self.chat:
+        if self.propose is not None:
             return self
         proposing = copy.copy(self)
         proposing.propose = True

@@ -27,26 +27,32 @@ import contextlib
 import contextvars
 import itertools
 import threading
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from corrective_rag.calls.scope import call_scope, raise_if_cancelled
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int
+from corrective_rag.loop.budget import Budget
 from corrective_rag.types import RunResult
 
-if TYPE_CHECKING:
-    from corrective_rag.loop.budget import Budget
-    from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
-
-__all__ = ["arun", "arun_batch", "arun_each"]
+__all__ = ["Runs", "arun", "arun_batch", "arun_each"]
 
 MAX_CONCURRENCY = 1000  # more runs in flight than any chat endpoint or thread pool will carry
 
 
+class Runs(Protocol):
+    """What these functions run: an object with the orchestrator's synchronous ``run``."""
+
+    @property
+    def run(self) -> Callable[..., RunResult]:
+        """:meth:`~corrective_rag.CorrectiveRAGOrchestrator.run`: ``run(question, **keywords)``."""
+        ...
+
+
 async def arun(
-    orchestrator: CorrectiveRAGOrchestrator,
+    orchestrator: Runs,
     question: str,
     *,
     where: Mapping[str, Any] | None = None,
@@ -96,7 +102,7 @@ def _questions(questions: Iterable[str]) -> Iterable[str]:
 
 
 async def arun_each(
-    orchestrator: CorrectiveRAGOrchestrator,
+    orchestrator: Runs,
     questions: Iterable[str],
     *,
     concurrency: int = 4,
@@ -149,7 +155,7 @@ async def arun_each(
 
 
 async def arun_batch(
-    orchestrator: CorrectiveRAGOrchestrator,
+    orchestrator: Runs,
     questions: Sequence[str],
     *,
     concurrency: int = 4,

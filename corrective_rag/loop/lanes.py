@@ -1,16 +1,71 @@
-"""Which unjudged hits an iteration judges, when the question and a rewrite both searched.
+"""The loop's search lanes: which queries an iteration searches, and which hits each may judge.
 
-Each query is a lane; a rewrite earns slots by the share of its documents that were kept. Pure:
-the orchestrator passes the hits, what was judged and each lane's record.
+Every iteration searches up to three queries, each a lane:
+
+* ``question``: the user's question, every iteration; a later iteration judges its next-best
+  unjudged hits, what a single search would judge next;
+* ``rewrite``: the next query, the evaluator's proposal or the rewriter's own
+  (:class:`~corrective_rag.types.RewriteSource`);
+* ``feedback``: a query from the kept documents' bridge names, made with no LLM call
+  (:mod:`corrective_rag.loop.feedback`), for every rewriter but one whose rewrites are that
+  query already (:class:`Lanes`).
+
+A lane earns slots by the share of its documents that were kept (:func:`take_turns`). A new lane
+is a name here (:data:`~corrective_rag.loop.multiquery.QUERY_LEGS`, ``FEEDBACK_LEG``), a text in
+:func:`lane_queries`, and what makes that text (as ``loop/feedback.py`` makes the feedback lane's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+from corrective_rag.errors import ConfigError
+from corrective_rag.loop.multiquery import FEEDBACK_LEG, QUERY_LEGS
 from corrective_rag.types import Hit, LegScore, Verdict
 
-__all__ = ["take_turns"]
+__all__ = ["Lanes", "lane_queries", "take_turns"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lanes:
+    """The lane policy: whether the loop searches the feedback lane, and with which idf.
+
+    Attributes:
+        feedback: search the free feedback lane (:mod:`corrective_rag.loop.feedback`).
+            ``None`` (the default): yes, unless the rewriter declares
+            ``writes_feedback_query = True`` (:class:`~corrective_rag.rewrite.local.
+            LocalRewriter`, whose rewrites are the kept documents' term query already).
+        idf: ``term -> idf`` for the feedback query (for example the hybrid store's ``idf``);
+            ``None``: the judged documents' document frequencies stand in.
+
+    Raises:
+        ConfigError: ``feedback`` is not a bool or ``None``, or ``idf`` is not callable.
+    """
+
+    feedback: bool | None = None
+    idf: Callable[[str], float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.feedback is not None and not isinstance(self.feedback, bool):
+            raise ConfigError(f"feedback must be a bool or None, got {self.feedback!r}")
+        if self.idf is not None and not callable(self.idf):
+            raise ConfigError("idf must be a callable term -> float")
+
+    def feeds(self, rewriter: object) -> bool:
+        """Whether a loop with ``rewriter`` searches the feedback lane."""
+        if self.feedback is not None:
+            return self.feedback
+        return getattr(rewriter, "writes_feedback_query", False) is not True
+
+
+def lane_queries(question: str, query: str, feedback: str | None) -> dict[str, str]:
+    """Lane name -> query text for one iteration; a text already searched by a lane is dropped."""
+    lanes: dict[str, str] = {}
+    for name, text in zip((*QUERY_LEGS, FEEDBACK_LEG), (question, query, feedback), strict=True):
+        if text is not None and text not in lanes.values():
+            lanes[name] = text
+    return lanes
 
 
 def take_turns(

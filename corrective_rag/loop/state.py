@@ -1,4 +1,4 @@
-"""The orchestrator's working state: one run's mutable record and one source's step.
+"""The loop's working state: what a run is made of, one run's mutable record, one source's step.
 
 Private to the loop; what a run returns is the frozen :class:`~corrective_rag.types.RunResult`.
 """
@@ -10,7 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.loop.budget import Budget
+from corrective_rag.protocols import Evaluator, Retriever, Rewriter
+from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.types import (
     Document,
     Hit,
@@ -18,11 +21,32 @@ from corrective_rag.types import (
     KeptDocument,
     PhaseUsage,
     Proposal,
+    Rewrite,
+    RewriteSource,
     Usage,
     Verdict,
 )
 
-__all__ = ["Run", "Step", "kept_order", "proposal_of"]
+__all__ = ["Parts", "Run", "Step", "kept_order", "proposal_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What the orchestrator hands each run: its components and settings, checked.
+
+    ``evaluator`` is the one the loop grades with (proposing in one-call mode,
+    :mod:`corrective_rag.loop.callmode`); ``feedback`` makes the feedback lane's query, ``None``
+    when the loop searches no such lane (:class:`~corrective_rag.loop.lanes.Lanes`).
+    """
+
+    retriever: Retriever
+    evaluator: Evaluator
+    rewriter: Rewriter
+    fallback: Retriever | None
+    policy: FilterPolicy
+    candidate_limit: int
+    docs_per_call: int | None
+    feedback: LocalRewriter | None
 
 
 @dataclass(slots=True)
@@ -49,6 +73,35 @@ class Run:
     log: Any = None
     refine_error: str | None = None  # knowledge refinement failed: why (the result is kept)
     feedback: str | None = None  # the free feedback query searched next (Rewrite.feedback)
+
+    def keep(self, steps: Sequence[Step], index: int) -> None:
+        """Keep the iteration's books: kept documents and the retrieved set.
+
+        The steps' kept documents join the run's (one kept before stays as it was), and the main
+        retriever's set (``steps[0]``) joins ``retrieved_sets``.
+        """
+        for step in steps:
+            for doc_id in step.kept:
+                self.kept.setdefault(
+                    doc_id,
+                    KeptDocument(step.docs[doc_id], self.judged[doc_id], index, step.ranks[doc_id]),
+                )
+        self.retrieved_sets.append(frozenset(h.document.id for h in steps[0].hits))
+
+    def carry(self, rewrite: Rewrite | None, query: str) -> str:
+        """The next iteration's query after ``rewrite``; the queries tried and lanes follow it."""
+        if rewrite is not None and rewrite.query is not None:
+            query = rewrite.query
+            self.tried.append(query)
+            self.rejected = None
+        elif rewrite is not None and rewrite.source is RewriteSource.NEXT_HITS:
+            query = self.question  # no acceptable rewrite: the question's next-best unjudged hits
+            self.rejected = rewrite.rejected
+        # the free feedback query (no LLM call) is searched as a lane of its own
+        self.feedback = rewrite.feedback if rewrite is not None else None
+        if self.feedback is not None:
+            self.tried.append(self.feedback)
+        return query
 
     def document_cap(self, per_call: int | None) -> int | None:
         """Documents the evaluator may still be sent under the call budget (``None``: any)."""

@@ -1,7 +1,20 @@
-"""When the corrective loop has found enough: a pure function over the kept verdicts.
+"""Why a run stops: every stop reason, decided in one function (:func:`decide`).
 
-The stop rule reads verdict fields only (the verdict contract, :class:`~corrective_rag.types.
-Verdict`), with its two thresholds in one place, the filter policy: ``min_relevant`` and
+The loop asks :func:`decide` at three moments, with the :class:`Facts` it has then:
+
+* before an iteration: ``budget_exhausted`` when a budget limit is reached;
+* once the iteration's documents are judged and kept (:attr:`Moment.JUDGED`), in this order:
+  ``enough_relevant``, ``kept_unconfident``, ``no_progress`` of a capped judge,
+  ``rewrite_failed`` (a rewrite was rejected and the question has no unjudged hits left),
+  ``no_progress`` (nothing new to judge), ``iteration_cap``, ``budget_exhausted`` before the
+  rewrite;
+* after the rewrite (:attr:`Moment.REWRITTEN`): ``rewrite_failed`` when the model answered
+  neither the grading calls nor the rewrite (another iteration would only wait on it again).
+
+A new stop rule is a branch of :func:`decide` and, if it needs one, a field of :class:`Facts`.
+
+The kept-verdict rules read verdict fields only (the verdict contract, :class:`~corrective_rag.
+types.Verdict`), with their two thresholds in one place, the filter policy: ``min_relevant`` and
 ``stop_confidence``. A kept document counts toward ``min_relevant`` when its verdict says
 relevant, and the kept relevant verdicts' confidences are summed; any evaluator whose confidence
 is a probability of being right reaches the rule the same way, none is special-cased.
@@ -19,6 +32,10 @@ is a probability of being right reaches the rule the same way, none is special-c
   documents seldom finds what two searches did not, so the run stops, and says that what it
   kept is unconfirmed. A weak judge's unsure keeps stay kept; the loop goes on searching while
   searching pays instead of stopping on its false positives.
+* An evaluator that keeps at most ``keeps_at_most`` documents a question (a capped offline
+  judge) and has judged that many relevant keeps nothing more (``full``): the run stops whatever
+  else holds: ``enough_relevant`` when sure enough, else ``kept_unconfident``, or
+  ``no_progress`` with fewer than ``min_relevant`` kept.
 
 Neither holds while every kept document's verdict lists the same item in
 :attr:`~corrective_rag.types.Verdict.missing`: that part of the question is still unanswered (a
@@ -28,14 +45,136 @@ wrote them (case aside); nothing is parsed.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import FilterPolicy
-from corrective_rag.types import StopReason, Verdict
+from corrective_rag.types import Rewrite, StopReason, Verdict
 
-__all__ = ["confident", "full_at", "stop_rule", "sureness", "within_cap"]
+__all__ = [
+    "Facts",
+    "Moment",
+    "confident",
+    "decide",
+    "full_at",
+    "stop_rule",
+    "sureness",
+    "within_cap",
+]
+
+Stop = tuple[StopReason, str]  # a stop reason and its detail (RunResult.stop_detail)
+
+
+class Moment(str, enum.Enum):
+    """When in an iteration the loop asks :func:`decide`."""
+
+    BEFORE_ITERATION = "before_iteration"
+    JUDGED = "judged"  # the iteration's documents are judged and kept; no rewrite yet
+    REWRITTEN = "rewritten"  # the rewriter has answered
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What :func:`decide` knows at one moment of an iteration (later fields: ``JUDGED`` on).
+
+    Attributes:
+        moment: when it is asked.
+        index: the iteration, from 1.
+        spent: the budget limit reached, if any.
+        kept: the verdicts of every document kept so far.
+        new: documents judged in this iteration.
+        kept_new: of them, kept (after the CRAG fallback).
+        full: :func:`full_at`: the evaluator's cap, once it has judged that many relevant.
+        rejected: why the last rewrite was rejected, while the loop pages the question's hits.
+        retrieved: the ids the main retriever returned in this iteration.
+        earlier: the ids it returned in each earlier iteration.
+        last: this is the last iteration (``max_iterations``).
+        rewrite: the rewriter's answer (``REWRITTEN``).
+        grading_failed: every grading call of this iteration failed (``REWRITTEN``).
+    """
+
+    moment: Moment
+    index: int
+    spent: str | None = None
+    kept: tuple[Verdict, ...] = ()
+    new: int = 0
+    kept_new: int = 0
+    full: int | None = None
+    rejected: str | None = None
+    retrieved: frozenset[str] = frozenset()
+    earlier: tuple[frozenset[str], ...] = ()
+    last: bool = False
+    rewrite: Rewrite | None = None
+    grading_failed: bool = False
+
+
+def decide(facts: Facts, policy: FilterPolicy) -> Stop | None:
+    """Why the run stops at this moment, and the detail it records; ``None``: it goes on.
+
+    Every stop reason is a branch here, in the order they are tried (see the module docstring).
+    """
+    f = facts
+    if f.moment is Moment.BEFORE_ITERATION:
+        if f.spent:
+            return StopReason.BUDGET_EXHAUSTED, f"before iteration {f.index}: {f.spent}"
+        return None
+    if f.moment is Moment.REWRITTEN:
+        # the model answered neither the grading calls nor the rewrite (a deadline, an HTTP
+        # error): another iteration would only wait on it again, so the run ends with what it has
+        failed = f.rewrite is not None and f.rewrite.query is None and f.rewrite.usage.failed_calls
+        if failed and f.grading_failed and f.rewrite is not None:
+            return StopReason.REWRITE_FAILED, f.rewrite.rejected or "rewriter failed"
+        return None
+    missing = _still_missing(f.kept)
+    relevant, total = sureness(f.kept)
+    capped = _capped(f.full)
+    if not missing and relevant >= policy.min_relevant and total >= _needed(policy) - 1e-9:
+        return StopReason.ENOUGH_RELEVANT, _enough(f.kept, policy, relevant, total) + capped
+    # judged new documents and kept none (with none to judge, no_progress below says more)
+    stalled = f.index > 1 and f.new > 0 and f.kept_new == 0
+    if (f.full is not None or (stalled and not missing)) and len(f.kept) >= policy.min_relevant:
+        why = _unconfident(f.kept, policy, missing, total, full=f.full is not None)
+        return StopReason.KEPT_UNCONFIDENT, why + capped
+    if f.full is not None:
+        why = f"{len(f.kept)} kept < min_relevant {policy.min_relevant}"
+        return StopReason.NO_PROGRESS, why + capped
+    if f.new == 0 and f.rejected is not None:
+        why = f"rewrite rejected ({f.rejected}) and the question has no unjudged hits left"
+        return StopReason.REWRITE_FAILED, why
+    if f.new == 0:
+        return StopReason.NO_PROGRESS, f"no new documents to judge ({_unchanged(f)})"
+    if f.last:
+        return StopReason.ITERATION_CAP, f"reached max_iterations={f.index}"
+    if f.spent:
+        return StopReason.BUDGET_EXHAUSTED, f"before rewrite {f.index}: {f.spent}"
+    return None
+
+
+def stop_rule(
+    kept: Collection[Verdict],
+    policy: FilterPolicy,
+    *,
+    stalled: bool = False,
+    full: int | None = None,
+) -> Stop | None:
+    """The kept verdicts' part of :func:`decide`, alone.
+
+    Its answer for a later iteration that judged new documents (and kept none when
+    ``stalled``), with iterations and budget left.
+
+    Args:
+        kept: the verdicts of every document kept so far.
+        policy: gives ``min_relevant`` and ``stop_confidence``.
+        stalled: the iteration just judged kept nothing new (a later iteration only).
+        full: the evaluator's ``keeps_at_most``, once it has judged that many of the
+            question's documents relevant (:func:`full_at`); ``None``: it may keep more.
+    """
+    facts = Facts(
+        Moment.JUDGED, 2, kept=tuple(kept), new=1, kept_new=0 if stalled else 1, full=full
+    )
+    return decide(facts, policy)
 
 
 def confident(verdict: Verdict, policy: FilterPolicy) -> bool:
@@ -49,57 +188,52 @@ def sureness(kept: Collection[Verdict]) -> tuple[int, float]:
     return len(relevant), sum(min(max(v.confidence or 0.0, 0.0), 1.0) for v in relevant)
 
 
-def stop_rule(
+def _needed(policy: FilterPolicy) -> float:
+    """The confidence sum that is enough: ``min_relevant`` keeps at ``stop_confidence``."""
+    return policy.min_relevant * policy.stop_confidence
+
+
+def _enough(kept: Collection[Verdict], policy: FilterPolicy, relevant: int, total: float) -> str:
+    sure = sum(confident(v, policy) for v in kept)
+    return (
+        f"{relevant} kept relevant >= min_relevant {policy.min_relevant}, confidences "
+        f"summing to {total:.2f} >= {policy.min_relevant} x {policy.stop_confidence} "
+        f"({sure} of them at {policy.stop_confidence} or more)"
+    )
+
+
+def _unconfident(
     kept: Collection[Verdict],
     policy: FilterPolicy,
+    missing: frozenset[str],
+    total: float,
     *,
-    stalled: bool = False,
-    full: int | None = None,
-) -> tuple[StopReason, str] | None:
-    """The stop reason the kept verdicts give and why, or ``None`` while the loop goes on.
-
-    Args:
-        kept: the verdicts of every document kept so far.
-        policy: gives ``min_relevant`` and ``stop_confidence``.
-        stalled: the iteration just judged kept nothing new (a later iteration only).
-        full: the evaluator's ``keeps_at_most``, once it has judged that many of the
-            question's documents relevant (:func:`full_at`): it keeps nothing more, so the run
-            stops whatever else holds: ``enough_relevant`` when sure enough, else
-            ``kept_unconfident``, or ``no_progress`` with fewer than ``min_relevant`` kept.
-            ``None``: the evaluator may keep more.
-    """
-    missing = _still_missing(kept)
-    relevant, total = sureness(kept)
-    need = policy.min_relevant * policy.stop_confidence
-    capped = (
-        f"; the evaluator keeps at most {full} documents a question and has judged {full} relevant"
-        if full is not None
-        else ""
-    )
-    if not missing and relevant >= policy.min_relevant and total >= need - 1e-9:
-        sure = sum(confident(v, policy) for v in kept)
+    full: bool,
+) -> str:
+    if missing:
+        why = f"{len(kept)} kept, every one missing {', '.join(sorted(missing))}"
+    else:
         why = (
-            f"{relevant} kept relevant >= min_relevant {policy.min_relevant}, confidences "
-            f"summing to {total:.2f} >= {policy.min_relevant} x {policy.stop_confidence} "
-            f"({sure} of them at {policy.stop_confidence} or more)"
+            f"{len(kept)} kept >= min_relevant {policy.min_relevant}, but their confidences "
+            f"sum to only {total:.2f} < {policy.min_relevant} x {policy.stop_confidence}"
         )
-        return StopReason.ENOUGH_RELEVANT, why + capped
-    ended = full is not None or (stalled and not missing)
-    if ended and len(kept) >= policy.min_relevant:
-        if missing:
-            why = f"{len(kept)} kept, every one missing {', '.join(sorted(missing))}"
-        else:
-            why = (
-                f"{len(kept)} kept >= min_relevant {policy.min_relevant}, but their confidences "
-                f"sum to only {total:.2f} < {policy.min_relevant} x {policy.stop_confidence}"
-            )
-        if full is None:
-            why += ", and the last iteration kept nothing new"
-        return StopReason.KEPT_UNCONFIDENT, why + capped
-    if full is not None:
-        why = f"{len(kept)} kept < min_relevant {policy.min_relevant}"
-        return StopReason.NO_PROGRESS, why + capped
-    return None
+    return why if full else why + ", and the last iteration kept nothing new"
+
+
+def _capped(full: int | None) -> str:
+    if full is None:
+        return ""
+    return (
+        f"; the evaluator keeps at most {full} documents a question and has judged {full} relevant"
+    )
+
+
+def _unchanged(facts: Facts) -> str:
+    """Why an iteration had nothing new to judge: a repeated retrieved set, or which kind."""
+    repeat = [i for i, ids in enumerate(facts.earlier, start=1) if ids == facts.retrieved]
+    if repeat:
+        return f"same retrieved set as iteration {repeat[0]}"
+    return "every retrieved document already judged" if facts.retrieved else "nothing retrieved"
 
 
 def _still_missing(kept: Collection[Verdict]) -> frozenset[str]:

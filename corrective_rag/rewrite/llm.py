@@ -8,21 +8,14 @@ model that keeps proposing the question does not end the run. Without a proposal
 asked: the prompt carries the original question, every query tried, an excerpt of each kept
 document and what the judged documents were missing. The candidate then passes the drift
 guard. The original question is never replaced: a rewrite is only ever a new query to try next.
-
-Beside the model's query, the rewriter adds free feedback (``Rewrite.feedback``): the
-:class:`~corrective_rag.rewrite.local.LocalRewriter`'s query from the kept documents (their
-bridge names and terms), made without an LLM call. The loop searches it as a lane of its own,
-so a model whose rewrites add nothing still gets the kept documents' bridge terms, and a model
-whose rewrites are good keeps its slots (lanes earn slots by what they find: loop/lanes.py).
 Only documents the filter policy kept are quoted or learned from; dropped ones are described by
-their verdict's reasoning alone.
+their verdict's reasoning alone. (The free feedback query from the kept documents is the loop's,
+searched beside this rewriter's: :mod:`corrective_rag.loop.feedback`.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
@@ -31,10 +24,7 @@ from corrective_rag.llm.spent import attach_spent
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite import guard
-from corrective_rag.rewrite.guard import check_rewrite, normalise_query
-from corrective_rag.rewrite.local import LocalRewriter, document_title
-from corrective_rag.text import content_terms
-from corrective_rag.text.lexical import name_phrases
+from corrective_rag.rewrite.guard import check_rewrite
 from corrective_rag.types import Judged, Rewrite, RewriteRequest, RewriteSource, Usage
 
 # LLMRewriter: its home is corrective_rag
@@ -56,10 +46,11 @@ class LLMRewriter:
         strict: strict JSON, and LLM or parse failures raise instead of a rejected rewrite.
         max_feedback: at most this many judged documents are described (kept ones first).
         excerpt_chars: characters of each kept document quoted as "what it contained".
-        free_feedback: also make the local rewriter's query from the kept documents (no LLM
-            call), searched as a lane beside the model's (``Rewrite.feedback``).
-        idf: ``term -> idf`` for that local query (for example the hybrid store's ``idf``).
     """
+
+    # it checks the evaluator's proposal instead of calling its model: in the loop's one-call
+    # mode the grading call proposes (loop/callmode.py)
+    reads_proposal: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -68,8 +59,6 @@ class LLMRewriter:
         strict: bool = False,
         max_feedback: int = 8,
         excerpt_chars: int = 200,
-        free_feedback: bool = True,
-        idf: Callable[[str], float] | None = None,
     ) -> None:
         if not callable(getattr(chat, "complete", None)):
             raise ConfigError("chat must have a complete(messages, ...) method")
@@ -81,7 +70,6 @@ class LLMRewriter:
         self.strict = bool(strict)
         self.max_feedback = max_feedback
         self.excerpt_chars = excerpt_chars
-        self.local = LocalRewriter(idf=idf) if free_feedback else None
 
     def _feedback(self, request: RewriteRequest) -> list[dict[str, Any]]:
         kept = {j.document.id for j in request.kept()}
@@ -99,23 +87,6 @@ class LLMRewriter:
             for j in graded[: self.max_feedback]
         ]
 
-    def _free(self, request: RewriteRequest, rewrite: Rewrite) -> Rewrite:
-        """``rewrite`` with the local rewriter's query from the kept documents beside it."""
-        if self.local is None or not request.kept():
-            return rewrite
-        tried = (*request.tried_queries, *([rewrite.query] if rewrite.query else []))
-        local = self.local.rewrite(replace(request, tried_queries=tried, proposal=None))
-        if local.query is None or normalise_query(local.query) == normalise_query(
-            rewrite.query or ""
-        ):
-            return rewrite
-        titles = [document_title(j) for j in request.kept()]
-        if not _names_a_new_entity(local.query, request.question, titles):
-            # generic terms from kept abstracts search what the question's own next hits
-            # already cover; only a name the kept documents add (a bridge) opens a new hop
-            return rewrite
-        return replace(rewrite, feedback=local.query)
-
     def rewrite(self, request: RewriteRequest) -> Rewrite:
         """Return the next query, or ``Rewrite(query=None, rejected=...)`` saying why not.
 
@@ -130,17 +101,20 @@ class LLMRewriter:
         proposal = request.proposal
         if proposal is not None:
             # the grading call already proposed: no call of our own, accepted or not. A
-            # rejected proposal pages the question's next hits (and the free lane) instead.
+            # rejected proposal pages the question's next hits instead.
             proposed = " ".join(str(proposal.query).split())
             reason = check_rewrite(proposed, request.question, request.tried_queries)
             reason = reason or _copied(proposed, request.judged) or _padded(proposed, request)
             if reason is None:
                 why = f"grader's proposal; lacking: {proposal.lacking or '-'}"
-                accepted = Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
-                return self._free(request, accepted)
+                return Rewrite(proposed, rationale=why, source=RewriteSource.PROPOSAL)
             log.info("proposal_rejected", reason=reason, candidate=proposed[:200])
-            rejected = Rewrite(None, rejected=f"proposal: {reason}", candidate=proposed or None)
-            return self._free(request, replace(rejected, source=RewriteSource.PROPOSAL))
+            return Rewrite(
+                None,
+                rejected=f"proposal: {reason}",
+                candidate=proposed or None,
+                source=RewriteSource.PROPOSAL,
+            )
         messages = prompts.rewriter_messages(
             request.question, request.tried_queries, self._feedback(request)
         )
@@ -178,15 +152,14 @@ class LLMRewriter:
         reason = reason or _padded(candidate, request)
         if reason is not None:
             log.info("rewrite_rejected", reason=reason, candidate=candidate[:200])
-            rejected = Rewrite(
+            return Rewrite(
                 query=None,
                 rationale=rationale,
                 rejected=reason,
                 candidate=candidate,
                 usage=reply.usage,
             )
-            return self._free(request, rejected)
-        return self._free(request, Rewrite(query=candidate, rationale=rationale, usage=reply.usage))
+        return Rewrite(query=candidate, rationale=rationale, usage=reply.usage)
 
 
 def _copied(candidate: str, judged: tuple[Judged, ...]) -> str | None:
@@ -205,19 +178,3 @@ def _padded(candidate: str, request: RewriteRequest) -> str | None:
     if guard.pads_the_question(candidate, request.question):
         return PADDED
     return None
-
-
-def _names_a_new_entity(query: str, question: str, titles: Sequence[str]) -> bool:
-    """Whether ``query`` holds a name of two or more content words that ``question`` lacks.
-
-    A kept document's own title (``titles``) is no new entity: searching it finds that
-    document again, and the others on its topic the question's own hits already cover.
-    """
-    asked = content_terms(question)
-    owned = [content_terms(t) for t in titles if t]
-    return any(
-        len(terms := content_terms(name)) > 1
-        and not terms <= asked
-        and not any(terms <= own for own in owned)
-        for name in name_phrases(query)
-    )

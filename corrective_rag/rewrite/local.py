@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.logs import get_logger
@@ -77,6 +78,10 @@ class LocalRewriter:
         max_new_terms: how many new phrases or terms to add.
         max_missing_terms: how many of the question's still-unmatched terms to carry.
     """
+
+    # its rewrites are the kept documents' term query already: the loop adds no free feedback
+    # lane beside them (loop/lanes.py)
+    writes_feedback_query: ClassVar[bool] = True
 
     def __init__(
         self,

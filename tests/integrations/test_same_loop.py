@@ -21,6 +21,7 @@ from corrective_rag.integrations.llamaindex import (
     LlamaIndexRetriever,
 )
 from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.fusion import ConvexFusion
@@ -32,11 +33,12 @@ def _run(retriever, chat):
     orchestrator = CorrectiveRAGOrchestrator(
         retriever,
         LLMEvaluator(chat, batch_size=2, max_workers=1),
-        # the model's rewrites only: the free feedback query is made of words the kept
-        # documents share, whose near-tied hits two vector engines may order differently
-        LLMRewriter(chat, free_feedback=False),
+        LLMRewriter(chat),
         top_k=2,
         max_iterations=4,
+        # the model's rewrites only: the free feedback query is made of words the kept
+        # documents share, whose near-tied hits two vector engines may order differently
+        lanes=Lanes(feedback=False),
     )
     return orchestrator.run(QUESTION)
 

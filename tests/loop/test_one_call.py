@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm import prompts
@@ -149,18 +152,63 @@ def test_same_chat_model_makes_one_call_per_iteration_by_default() -> None:
     assert evaluator.propose is None  # the user's object is left as it was
 
 
-def test_two_chat_models_keep_two_calls() -> None:
-    """A rewriter with a chat model of its own keeps its own call: the grader does not propose."""
+def test_two_call_mode_keeps_the_rewriters_own_call_on_its_own_model() -> None:
+    """call_mode="two-call": a rewriter with a chat model of its own calls it; no proposal."""
     with ScriptedLLMServer(repeating_judge) as grader, ScriptedLLMServer(repeating_judge) as other:
         evaluator = LLMEvaluator(chat(grader), cache=VerdictCache(0))
         orch = CorrectiveRAGOrchestrator(
-            ListRetriever(DOCS), evaluator, LLMRewriter(chat(other)), top_k=2, min_relevant=20
+            ListRetriever(DOCS),
+            evaluator,
+            LLMRewriter(chat(other)),
+            top_k=2,
+            min_relevant=20,
+            call_mode="two-call",
         )
         orch.run(QUESTION, max_iterations=2)
         assert 2 == grader.request_count
         assert 1 == other.request_count
         schema = grader.requests[0]["response_format"]["json_schema"]["schema"]
     assert "next_query" not in schema["properties"]
+
+
+class Proxy:
+    """Wraps a chat model as a cache, a rate limiter or a tracer would: forwards ``complete``."""
+
+    def __init__(self, chat: OpenAIChatClient) -> None:
+        self.inner = chat
+        self.calls = 0
+
+    def complete(self, messages, **options):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return self.inner.complete(messages, **options)
+
+
+def test_a_proxied_chat_model_keeps_one_call_per_iteration() -> None:
+    """The evaluator's chat wrapped in a proxy still pays one call per iteration by default
+    (the call mode is an option, not a comparison of chat objects)."""
+    with ScriptedLLMServer(repeating_judge) as srv:
+        client = chat(srv)
+        proxy = Proxy(client)
+        evaluator = LLMEvaluator(proxy, cache=VerdictCache(0))  # type: ignore[arg-type]
+        orch = CorrectiveRAGOrchestrator(
+            ListRetriever(DOCS), evaluator, LLMRewriter(client), top_k=2, min_relevant=20
+        )
+        result = orch.run(QUESTION, max_iterations=3)
+        kinds = [r["response_format"]["json_schema"]["name"] for r in srv.requests]
+    assert 3 == result.iterations
+    assert ["verdicts"] * 3 == kinds  # one grading call per iteration, no rewriting call
+    assert 3 == proxy.calls
+
+
+def test_call_mode_is_checked() -> None:
+    """An unknown call mode is refused before any work."""
+    with pytest.raises(ConfigError, match="call_mode"):
+        CorrectiveRAGOrchestrator(
+            ListRetriever(DOCS),
+            ScriptedEvaluator({}),
+            ScriptedRewriter([]),
+            call_mode="one",  # type: ignore[arg-type]
+        )
 
 
 def test_repeated_proposal_pages_the_questions_next_hits() -> None:

@@ -56,7 +56,7 @@ def test_a_padded_proposal_costs_no_call_and_is_not_searched():
         req = RewriteRequest(
             QUESTION, (QUESTION,), (kept,), proposal=Proposal(f"{QUESTION} background")
         )
-        rewrite = LLMRewriter(chat, free_feedback=False).rewrite(req)
+        rewrite = LLMRewriter(chat).rewrite(req)
         assert 0 == server.request_count
     assert rewrite.query is None
     assert rewrite.rejected == f"proposal: {PADDED}"

@@ -79,39 +79,3 @@ def test_unparseable_reply_becomes_a_rejected_rewrite_or_raises_in_strict_mode()
         with pytest.raises(LLMResponseError):
             rewriter(srv, strict=True).rewrite(request())
     assert result.query is None and result.rejected.startswith("unparseable")
-
-
-def _kept_only(text: str, title: str | None = None) -> RewriteRequest:
-    metadata = {"title": title} if title else {}
-    document = Document("k", text, metadata)
-    kept = Judged(document, Verdict("k", True, Relevance.HIGH, 0.9, 0.9, "on topic"))
-    return RewriteRequest(QUESTION, (QUESTION,), (kept,))
-
-
-def test_free_feedback_is_offered_when_the_kept_documents_name_a_new_entity() -> None:
-    """A name the kept document adds (a bridge to the next hop) becomes the feedback lane."""
-    text = "Magma chambers beneath Kilauea were mapped by the Hawaiian Volcano Observatory."
-    with ScriptedLLMServer() as server:
-        rewrite = rewriter(server).rewrite(_kept_only(text))
-    assert rewrite.feedback is not None
-    assert "Hawaiian Volcano Observatory" in rewrite.feedback
-
-
-def test_free_feedback_is_withheld_when_it_holds_only_generic_terms() -> None:
-    """Loose terms from an on-topic abstract search what the question's next hits cover."""
-    text = "Magma chambers collect molten rock and gases beneath volcanoes over long periods."
-    with ScriptedLLMServer() as server:
-        rewrite = rewriter(server).rewrite(_kept_only(text))
-    assert rewrite.feedback is None
-    assert rewrite.query is not None  # the model's own rewrite is unaffected
-
-
-def test_free_feedback_is_withheld_when_its_only_name_is_the_kept_documents_own_title() -> None:
-    """Searching a kept document's own title finds that document again: no bridge, no lane."""
-    title = "Magma Chamber Dynamics"
-    text = f"{title}\nMagma chambers collect molten rock and gases beneath volcanoes."
-    with ScriptedLLMServer() as server:
-        titled = rewriter(server).rewrite(_kept_only(text, title))
-        untitled = rewriter(server).rewrite(_kept_only(text))
-    assert titled.feedback is None
-    assert untitled.feedback is not None and "Magma Chamber Dynamics" in untitled.feedback
