@@ -25,25 +25,6 @@ import corrective_rag
 PACKAGE = Path(corrective_rag.__file__).resolve().parent
 MOST_OFFENDERS = 2  # issue 33: at most two names exported from more than one module
 
-# Faces other helpers own while this rule lands (issue 33): the coordinator empties this set when
-# loop/__init__.py, rewrite/__init__.py and runs/ are merged with the rule applied.
-PENDING = {
-    "BatchSummary",
-    "Budget",
-    "CorrectiveRAGOrchestrator",
-    "HistoryStore",
-    "LLMRewriter",
-    "LocalRewriter",
-    "ResultRecord",
-    "cut",
-    "read_results",
-    "render_table",
-    "result_from_json",
-    "result_to_json",
-    "run_batch",
-    "summarize",
-}
-
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -81,15 +62,10 @@ def offenders() -> dict[str, list[str]]:
 
 def test_at_most_two_names_have_more_than_one_home() -> None:
     """Outside integrations/, at most two public names are in more than one module's __all__."""
-    found = {name: mods for name, mods in offenders().items() if name not in PENDING}
+    found = offenders()
     for name, mods in found.items():
         print(f"{name}: {', '.join(mods)}")
     assert len(found) <= MOST_OFFENDERS, found
-
-
-def test_pending_names_are_still_pending() -> None:
-    """A name on the pending list still has several homes (the list only ever shrinks)."""
-    assert set() == PENDING - set(offenders())
 
 
 def test_the_root_exports_the_types_of_its_extension_points() -> None:

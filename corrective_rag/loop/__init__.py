@@ -1,11 +1,10 @@
-"""The corrective loop: orchestrator, lanes, budget, stop rule, multi-query search, refinement."""
+"""The corrective loop: iteration stages, lanes, call mode, stop rule, budget, refinement.
 
-from corrective_rag.loop.budget import Budget
+The orchestrator and its budget are :class:`corrective_rag.CorrectiveRAGOrchestrator` and
+:class:`corrective_rag.Budget` (their home is the root); here: the lane policy, :class:`Lanes`.
+Start reading at :func:`corrective_rag.loop.iteration.iterate` (docs/loop.md).
+"""
+
 from corrective_rag.loop.lanes import Lanes
-from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 
-__all__ = [
-    "Budget",
-    "CorrectiveRAGOrchestrator",
-    "Lanes",
-]
+__all__ = ["Lanes"]

@@ -37,12 +37,12 @@ from corrective_rag.inputs import check_int
 from corrective_rag.loop.budget import Budget
 from corrective_rag.types import RunResult
 
-__all__ = ["Runs", "arun", "arun_batch", "arun_each"]
+__all__ = ["Runner", "arun", "arun_batch", "arun_each"]
 
 MAX_CONCURRENCY = 1000  # more runs in flight than any chat endpoint or thread pool will carry
 
 
-class Runs(Protocol):
+class Runner(Protocol):
     """What these functions run: an object with the orchestrator's synchronous ``run``."""
 
     @property
@@ -52,7 +52,7 @@ class Runs(Protocol):
 
 
 async def arun(
-    orchestrator: Runs,
+    orchestrator: Runner,
     question: str,
     *,
     where: Mapping[str, Any] | None = None,
@@ -102,7 +102,7 @@ def _questions(questions: Iterable[str]) -> Iterable[str]:
 
 
 async def arun_each(
-    orchestrator: Runs,
+    orchestrator: Runner,
     questions: Iterable[str],
     *,
     concurrency: int = 4,
@@ -155,7 +155,7 @@ async def arun_each(
 
 
 async def arun_batch(
-    orchestrator: Runs,
+    orchestrator: Runner,
     questions: Sequence[str],
     *,
     concurrency: int = 4,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from corrective_rag.errors import Cancelled, SearchError, SearchSkippedError
 from corrective_rag.evaluate.policy import crag_action
-from corrective_rag.loop.state import Parts, Run, Step
+from corrective_rag.loop.state import Parts, RunState, Step
 from corrective_rag.loop.step import judge_source
 from corrective_rag.protocols import Retriever
 from corrective_rag.types import CragAction, FallbackMode
@@ -31,7 +31,9 @@ class Corrected:
     steps: list[Step]  # the local step, then the fallback's
 
 
-def correct(parts: Parts, st: Run, local: Step, lanes: Mapping[str, str], index: int) -> Corrected:
+def correct(
+    parts: Parts, st: RunState, local: Step, lanes: Mapping[str, str], index: int
+) -> Corrected:
     """CRAG's action on the local step, and the fallback's step when the action asks for one.
 
     With the fallback's step, *incorrect* drops the local step's kept documents (whatever the
@@ -53,7 +55,7 @@ def correct(parts: Parts, st: Run, local: Step, lanes: Mapping[str, str], index:
 
 
 def _ask(
-    parts: Parts, st: Run, fallback: Retriever, lanes: Mapping[str, str], index: int
+    parts: Parts, st: RunState, fallback: Retriever, lanes: Mapping[str, str], index: int
 ) -> tuple[Step | None, FallbackMode | None]:
     """The fallback's step, or ``None`` and why not (skipped, failed)."""
     try:

@@ -6,7 +6,7 @@ one job in a module of its own:
 * lanes: which queries to search (:mod:`corrective_rag.loop.lanes`);
 * retrieve, evaluate, filter: one source's step (:mod:`corrective_rag.loop.step`);
 * CRAG action and fallback (:mod:`corrective_rag.loop.fallback`);
-* keep: the run's kept documents (:meth:`~corrective_rag.loop.state.Run.keep`);
+* keep: the run's kept documents (:meth:`~corrective_rag.loop.state.RunState.keep`);
 * stop: every stop reason (:mod:`corrective_rag.loop.stopping`);
 * rewrite, with the feedback lane's query (:mod:`corrective_rag.loop.rewriting`);
 * record: the iteration's :class:`~corrective_rag.types.IterationRecord`.
@@ -21,9 +21,9 @@ from corrective_rag.calls.scope import raise_if_cancelled
 from corrective_rag.loop.fallback import Corrected, correct
 from corrective_rag.loop.lanes import lane_queries
 from corrective_rag.loop.rewriting import next_query
-from corrective_rag.loop.state import Parts, Run, Step
+from corrective_rag.loop.state import Parts, RunState, Step
 from corrective_rag.loop.step import judge_source
-from corrective_rag.loop.stopping import Facts, Moment, Stop, decide, full_at
+from corrective_rag.loop.stopping import Facts, Moment, Stop, decide_stop, full_at
 from corrective_rag.tracing import traced_iteration
 from corrective_rag.types import (
     IterationRecord,
@@ -39,7 +39,7 @@ __all__ = ["iterate", "iterations"]
 
 @traced_iteration
 def iterate(
-    parts: Parts, st: Run, index: int, query: str, *, last: bool
+    parts: Parts, st: RunState, index: int, query: str, *, last: bool
 ) -> tuple[IterationRecord, Stop | None]:
     """Iteration ``index``, searching ``query``: its record, and why the run stops (if it does)."""
     started = time.perf_counter()
@@ -47,14 +47,14 @@ def iterate(
     local = judge_source(parts, st, parts.retriever, lanes)
     crag = correct(parts, st, local, lanes, index)
     st.keep(crag.steps, index)
-    ended = decide(_judged(parts, st, crag.steps, index, last=last), parts.policy)
+    ended = decide_stop(_judged(parts, st, crag.steps, index, last=last), parts.policy)
     rewrite = None
     if ended is None:
         rewrite, ended = next_query(parts, st, crag.steps, index)
     return _record(index, query, lanes, crag, rewrite, started=started), ended
 
 
-def iterations(parts: Parts, st: Run, most: int) -> tuple[list[IterationRecord], str, Stop]:
+def iterations(parts: Parts, st: RunState, most: int) -> tuple[list[IterationRecord], str, Stop]:
     """Iterate until a stop reason, at the latest after iteration ``most``.
 
     Returns the iterations' records, the last query searched and why the run stopped.
@@ -64,7 +64,7 @@ def iterations(parts: Parts, st: Run, most: int) -> tuple[list[IterationRecord],
     while True:
         index += 1
         raise_if_cancelled()  # a cancelled run (Ctrl-C, a cancelled arun) ends even with no LLM
-        ended = decide(Facts(Moment.BEFORE_ITERATION, index, spent=st.spent()), parts.policy)
+        ended = decide_stop(Facts(Moment.BEFORE_ITERATION, index, spent=st.spent()), parts.policy)
         if ended is not None:
             return history, query, ended
         record, ended = iterate(parts, st, index, query, last=index == most)
@@ -75,7 +75,7 @@ def iterations(parts: Parts, st: Run, most: int) -> tuple[list[IterationRecord],
         query = st.carry(record.rewrite, query)
 
 
-def _judged(parts: Parts, st: Run, steps: Sequence[Step], index: int, *, last: bool) -> Facts:
+def _judged(parts: Parts, st: RunState, steps: Sequence[Step], index: int, *, last: bool) -> Facts:
     """What the stop decision knows once the iteration's documents are judged and kept."""
     return Facts(
         Moment.JUDGED,
@@ -86,7 +86,7 @@ def _judged(parts: Parts, st: Run, steps: Sequence[Step], index: int, *, last: b
         kept_new=sum(len(s.kept) for s in steps),
         full=full_at(parts.evaluator, st.judged.values()),  # a capped judge keeps no more
         rejected=st.rejected,
-        retrieved=st.retrieved_sets[-1],  # this iteration's, kept by Run.keep
+        retrieved=st.retrieved_sets[-1],  # this iteration's, kept by RunState.keep
         earlier=tuple(st.retrieved_sets[:-1]),
         last=last,
     )

@@ -24,7 +24,8 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.loop.multiquery import FEEDBACK_LEG, QUERY_LEGS
 from corrective_rag.types import Hit, LegScore, Verdict
 
-__all__ = ["Lanes", "lane_queries", "take_turns"]
+# Lanes: its home is corrective_rag.loop
+__all__ = ["lane_queries", "take_turns"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from corrective_rag.loop.callmode import CallMode, check_call_mode, grading_eval
 from corrective_rag.loop.iteration import iterations
 from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.refine import recompose, refine
-from corrective_rag.loop.state import Parts, Run, kept_order
+from corrective_rag.loop.state import Parts, RunState, kept_order
 from corrective_rag.loop.stopping import within_cap
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.rewrite.local import LocalRewriter
@@ -113,7 +113,7 @@ class CorrectiveRAGOrchestrator:
         min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``,
             lowered to the evaluator's ``keeps_at_most`` when it has one (a capped offline
             judge); a number above that cap is refused (see
-            :func:`~corrective_rag.loop.stopping.decide` for when they count).
+            :func:`~corrective_rag.loop.stopping.decide_stop` for when they count).
         budget: limits on LLM calls, tokens, cost and seconds; ``None``: unlimited.
         refine: decompose kept documents into strips and keep the relevant ones (CRAG).
         strip_sentences: sentences per strip when refining.
@@ -211,7 +211,7 @@ class CorrectiveRAGOrchestrator:
 
         run_id = uuid.uuid4().hex
         started_at = datetime.now(timezone.utc).isoformat()
-        st = Run(question, where, top_k, budget, time.perf_counter(), tried=[question])
+        st = RunState(question, where, top_k, budget, time.perf_counter(), tried=[question])
         rlog = st.log = log.bind(run_id=run_id)
         rlog.info(
             "run_started",
@@ -258,7 +258,7 @@ class CorrectiveRAGOrchestrator:
             feedback=LocalRewriter(idf=self.lanes.idf) if feeds else None,
         )
 
-    def _loop(self, st: Run, run_id: str, started_at: str, most: int, rlog: Any) -> RunResult:
+    def _loop(self, st: RunState, run_id: str, started_at: str, most: int, rlog: Any) -> RunResult:
         history, query, (stop, detail) = iterations(self._parts(), st, most)
         kept = sorted(st.kept.values(), key=kept_order)
         strips, answer = self._answer(st, kept)
@@ -293,7 +293,9 @@ class CorrectiveRAGOrchestrator:
 
     # -- after the loop --------------------------------------------------------------------
 
-    def _answer(self, st: Run, kept: list[KeptDocument]) -> tuple[tuple[Strip, ...], Answer | None]:
+    def _answer(
+        self, st: RunState, kept: list[KeptDocument]
+    ) -> tuple[tuple[Strip, ...], Answer | None]:
         documents = [k.document for k in kept]
         strips: tuple[Strip, ...] = ()
         if self.refine and documents and not st.spent():

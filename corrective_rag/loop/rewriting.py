@@ -6,7 +6,7 @@ proposal, the kept ids). What it answers is checked here, not trusted: a rewrite
 gives a rejected rewrite, and a query that is empty or is no acceptable query text (NUL, a lone
 surrogate) is rejected. A rejected rewrite does not end the run: the next iteration judges the
 question's next-best unjudged hits (``RewriteSource.NEXT_HITS``), unless :func:`~corrective_rag.
-loop.stopping.decide` says that the model is not answering at all.
+loop.stopping.decide_stop` says that the model is not answering at all.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from corrective_rag.errors import InputError, LLMError, VerdictParseError
 from corrective_rag.inputs import check_query
 from corrective_rag.llm.spent import spent_before
 from corrective_rag.loop.feedback import feedback_query
-from corrective_rag.loop.state import Parts, Run, Step, proposal_of
-from corrective_rag.loop.stopping import Facts, Moment, Stop, decide
+from corrective_rag.loop.state import Parts, RunState, Step, proposal_of
+from corrective_rag.loop.stopping import Facts, Moment, Stop, decide_stop
 from corrective_rag.protocols import Rewriter
 from corrective_rag.types import PhaseUsage, Rewrite, RewriteRequest, RewriteSource, Usage
 
@@ -27,7 +27,7 @@ __all__ = ["next_query"]
 
 
 def next_query(
-    parts: Parts, st: Run, steps: Sequence[Step], index: int
+    parts: Parts, st: RunState, steps: Sequence[Step], index: int
 ) -> tuple[Rewrite, Stop | None]:
     """The iteration's rewrite (with the feedback lane's query) and the stop it leads to, if any."""
     request = RewriteRequest(
@@ -42,7 +42,7 @@ def next_query(
     rewrite = replace(checked(answer), feedback=feedback)
     st.usage = st.usage + PhaseUsage(rewriting=rewrite.usage)
     facts = Facts(Moment.REWRITTEN, index, rewrite=rewrite, grading_failed=_grading_failed(steps))
-    ended = decide(facts, parts.policy)
+    ended = decide_stop(facts, parts.policy)
     if ended is None and rewrite.query is None:
         # a rejected rewrite does not end the run: the next iteration judges the question's
         # next-best unjudged hits (rewrite_failed when there are none)

@@ -27,7 +27,7 @@ from corrective_rag.types import (
     Verdict,
 )
 
-__all__ = ["Parts", "Run", "Step", "kept_order", "proposal_of"]
+__all__ = ["Parts", "RunState", "Step", "kept_order", "proposal_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ class Parts:
 
 
 @dataclass(slots=True)
-class Run:
+class RunState:
     """Mutable state of one run (the result it becomes is frozen)."""
 
     question: str

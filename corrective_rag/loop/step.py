@@ -14,14 +14,16 @@ from corrective_rag.evaluate.policy import Decision, decide
 from corrective_rag.llm.spent import spent_before
 from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import search_queries
-from corrective_rag.loop.state import Parts, Run, Step
+from corrective_rag.loop.state import Parts, RunState, Step
 from corrective_rag.protocols import ContextualEvaluator, Evaluator, Retriever
 from corrective_rag.types import Document, Hit, Judged, PhaseUsage, Proposal, Usage, Verdict
 
 __all__ = ["evaluate", "judge_source"]
 
 
-def judge_source(parts: Parts, st: Run, retriever: Retriever, lanes: Mapping[str, str]) -> Step:
+def judge_source(
+    parts: Parts, st: RunState, retriever: Retriever, lanes: Mapping[str, str]
+) -> Step:
     """Search one source, skip what was judged, judge up to top_k new documents, filter."""
     main = retriever is parts.retriever
     k = min(st.top_k + len(st.judged), parts.candidate_limit)
@@ -78,7 +80,7 @@ def _take(
 
 
 def _file(
-    parts: Parts, st: Run, step: Step, fresh: Sequence[Hit], picked: Mapping[str, str]
+    parts: Parts, st: RunState, step: Step, fresh: Sequence[Hit], picked: Mapping[str, str]
 ) -> dict[str, tuple[int, int]]:
     """Record each verdict in the run and file its document by the policy (the filter).
 

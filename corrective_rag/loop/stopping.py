@@ -1,6 +1,6 @@
-"""Why a run stops: every stop reason, decided in one function (:func:`decide`).
+"""Why a run stops: every stop reason, decided in one function (:func:`decide_stop`).
 
-The loop asks :func:`decide` at three moments, with the :class:`Facts` it has then:
+The loop asks :func:`decide_stop` at three moments, with the :class:`Facts` it has then:
 
 * before an iteration: ``budget_exhausted`` when a budget limit is reached;
 * once the iteration's documents are judged and kept (:attr:`Moment.JUDGED`), in this order:
@@ -11,7 +11,7 @@ The loop asks :func:`decide` at three moments, with the :class:`Facts` it has th
 * after the rewrite (:attr:`Moment.REWRITTEN`): ``rewrite_failed`` when the model answered
   neither the grading calls nor the rewrite (another iteration would only wait on it again).
 
-A new stop rule is a branch of :func:`decide` and, if it needs one, a field of :class:`Facts`.
+A new stop rule is a branch of :func:`decide_stop` and, if it needs one, a field of :class:`Facts`.
 
 The kept-verdict rules read verdict fields only (the verdict contract, :class:`~corrective_rag.
 types.Verdict`), with their two thresholds in one place, the filter policy: ``min_relevant`` and
@@ -57,7 +57,7 @@ __all__ = [
     "Facts",
     "Moment",
     "confident",
-    "decide",
+    "decide_stop",
     "full_at",
     "stop_rule",
     "sureness",
@@ -68,7 +68,7 @@ Stop = tuple[StopReason, str]  # a stop reason and its detail (RunResult.stop_de
 
 
 class Moment(str, enum.Enum):
-    """When in an iteration the loop asks :func:`decide`."""
+    """When in an iteration the loop asks :func:`decide_stop`."""
 
     BEFORE_ITERATION = "before_iteration"
     JUDGED = "judged"  # the iteration's documents are judged and kept; no rewrite yet
@@ -77,7 +77,7 @@ class Moment(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Facts:
-    """What :func:`decide` knows at one moment of an iteration (later fields: ``JUDGED`` on).
+    """What :func:`decide_stop` knows at one moment of an iteration (later fields: ``JUDGED`` on).
 
     Attributes:
         moment: when it is asked.
@@ -110,7 +110,7 @@ class Facts:
     grading_failed: bool = False
 
 
-def decide(facts: Facts, policy: FilterPolicy) -> Stop | None:
+def decide_stop(facts: Facts, policy: FilterPolicy) -> Stop | None:
     """Why the run stops at this moment, and the detail it records; ``None``: it goes on.
 
     Every stop reason is a branch here, in the order they are tried (see the module docstring).
@@ -159,7 +159,7 @@ def stop_rule(
     stalled: bool = False,
     full: int | None = None,
 ) -> Stop | None:
-    """The kept verdicts' part of :func:`decide`, alone.
+    """The kept verdicts' part of :func:`decide_stop`, alone.
 
     Its answer for a later iteration that judged new documents (and kept none when
     ``stalled``), with iterations and budget left.
@@ -174,7 +174,7 @@ def stop_rule(
     facts = Facts(
         Moment.JUDGED, 2, kept=tuple(kept), new=1, kept_new=0 if stalled else 1, full=full
     )
-    return decide(facts, policy)
+    return decide_stop(facts, policy)
 
 
 def confident(verdict: Verdict, policy: FilterPolicy) -> bool:

@@ -9,12 +9,12 @@ Imports run one way: execution and reports read and write through records; execu
 report's summary; records import neither.
 """
 
-from corrective_rag.runs.execution.batch import run_batch
 from corrective_rag.runs.records.history import HistoryStore, result_from_json, result_to_json
 from corrective_rag.runs.records.results import ResultRecord, read_results
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
 from corrective_rag.runs.reports.table import render_table
 
+# run_batch: its home is corrective_rag
 __all__ = [
     "BatchSummary",
     "HistoryStore",
@@ -23,6 +23,5 @@ __all__ = [
     "render_table",
     "result_from_json",
     "result_to_json",
-    "run_batch",
     "summarize",
 ]

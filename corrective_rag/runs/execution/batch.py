@@ -61,7 +61,8 @@ from corrective_rag.runs.records.results import (
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
 from corrective_rag.text.secrets import redact_tree
 
-__all__ = ["Engine", "run_batch"]
+# run_batch: its home is corrective_rag
+__all__ = ["Engine"]
 
 log = get_logger(__name__)
 

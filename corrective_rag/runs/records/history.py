@@ -25,7 +25,8 @@ from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.jsonl import iter_appended, torn_tail
 from corrective_rag.types import RunResult
 
-__all__ = ["HistoryStore", "result_from_json", "result_to_json"]
+# HistoryStore and result_from_json and result_to_json: their home is corrective_rag.runs
+__all__: list[str] = []
 
 try:  # POSIX advisory locks keep concurrent appends from interleaving; elsewhere, best effort
     import fcntl

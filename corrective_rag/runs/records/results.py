@@ -30,14 +30,8 @@ from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.jsonl import iter_appended
 from corrective_rag.types import RunResult
 
-__all__ = [
-    "ResultRecord",
-    "error_line",
-    "latest_records",
-    "ok_line",
-    "read_results",
-    "repair_torn_tail",
-]
+# ResultRecord and read_results: their home is corrective_rag.runs
+__all__ = ["error_line", "latest_records", "ok_line", "repair_torn_tail"]
 
 log = get_logger(__name__)
 

@@ -19,7 +19,8 @@ from corrective_rag.runs.records.results import ResultRecord
 from corrective_rag.text.display import cut
 from corrective_rag.types import RunResult, Usage
 
-__all__ = ["PHASES", "BatchSummary", "mean", "summarize"]
+# BatchSummary and summarize: their home is corrective_rag.runs
+__all__ = ["PHASES", "mean"]
 
 PHASES = ("grading", "rewriting", "generation", "refinement")
 

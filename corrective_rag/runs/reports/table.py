@@ -6,7 +6,8 @@ from corrective_rag.runs.reports.cells import NONE, rewrite_cell
 from corrective_rag.text.display import cut, display_width, pad, printable
 from corrective_rag.types import RunResult
 
-__all__ = ["render_table"]
+# render_table: its home is corrective_rag.runs
+__all__: list[str] = []
 
 _COLUMNS = ("it", "query", "new", "kept", "drop", "ungr", "action", "rewrite", "calls/tokens", "s")
 
