@@ -70,6 +70,8 @@ def _imports(name: str, path: Path) -> set[str]:
                 target = node.module or ""
             if target.split(".")[0] == "corrective_rag":
                 found.add(target)
+                # `from corrective_rag.store import chroma` names the module store.chroma
+                found |= {f"{target}.{a.name}" for a in node.names}
     return found
 
 
