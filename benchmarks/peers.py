@@ -39,8 +39,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.beir import Collection
-from benchmarks.cache import DiskCachedEmbedder
 from benchmarks.overhead import bench_store, judge_process
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
@@ -120,16 +118,6 @@ class Arm:
         }
 
 
-def build_store(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:
-    """The collection in an in-memory store; the corpus's vectors from the disk cache."""
-    embedder.embed([d.text for d in collection.documents])
-    embedder.save()
-    store = HybridStore.in_memory(embedder=embedder)
-    store.add(collection.documents)
-    embedder.caching = False  # queries from here on go through the model
-    return store
-
-
 def arms(store: HybridStore, url: str, k: int) -> list[Arm]:
     chat = OpenAIChatClient(url, "scripted")
     ours = CorrectiveRAGOrchestrator(
@@ -167,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    collection, model, _, store = bench_store(args.data)
+    collection, model, embedder, store = bench_store(args.data)
+    # queries from here on go through the model (the corpus's vectors came from the disk
+    # cache): with the cache on, a question embedded by the first arm was free for the others
+    embedder.caching = False
     import torch  # already loaded by the store: only to report its threads
 
     ids = list(collection.queries)[: args.limit]
