@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -60,6 +60,7 @@ from corrective_rag.store.search import (
     DEFAULT_CANDIDATES,
     LEGS,  # noqa: F401 (importable from here, as before the outline moved to search.py)
     Runs,
+    SearchMemo,
     fused_search,
     leg_search,
 )
@@ -126,6 +127,7 @@ class HybridStore:
         self._stamp: str | None = None
         self._backend: Backend | None = None
         self._beside: BM25Index | None = None  # our BM25 index, for a backend with no lexical leg
+        self._memo: SearchMemo | None = None  # for a backend only this store writes to
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -295,6 +297,8 @@ class HybridStore:
                 except BaseException:
                     backend.close()
                     raise
+            if getattr(backend, "private", False):
+                self._memo = SearchMemo()
             self._backend = backend
             log.debug("store_warmed_up", directory=self.directory)
 
@@ -404,6 +408,7 @@ class HybridStore:
                 fusion=self.fusion,
                 run_legs=self._runs,
                 fetch=self._documents,
+                memo=self._memo,
             )
 
     def retrieve_many(
@@ -455,6 +460,7 @@ class HybridStore:
                 fusion=self.fusion,
                 run_legs=partial(self._runs, vector=vector),
                 fetch=self._documents,
+                memo=self._memo,
             )
 
     @traced_retrieval
@@ -534,7 +540,7 @@ class HybridStore:
         """Delete documents by id; unknown ids are ignored. Returns how many were deleted."""
         wanted = validate_ids(ids)
         check_unique(wanted)
-        with self._lock:
+        with self._lock, self._forgetting():
             self._check_writable()
             beside = self._bm25 is not None
             with foreign_failures("delete"):
@@ -551,7 +557,7 @@ class HybridStore:
     def _write(self, docs: list[Document], *, replace: bool) -> None:
         if not docs:
             return
-        with self._lock:
+        with self._lock, self._forgetting():
             self._check_writable()
             with foreign_failures("write"):
                 previous: dict[str, Record] = self._dense.fetch([d.id for d in docs], vectors=True)
@@ -566,6 +572,15 @@ class HybridStore:
                     self._sides(), docs, embeddings, previous, self._stamp
                 )
         log.debug("store_written", documents=len(docs), replace=replace)
+
+    @contextlib.contextmanager
+    def _forgetting(self) -> Iterator[None]:
+        """The remembered searches are forgotten when the write inside ends, however it ends."""
+        try:
+            yield
+        finally:
+            if self._memo is not None:
+                self._memo.forget()
 
     def _sides(self) -> Sides:
         """Backend and BM25 beside, for :mod:`~corrective_rag.store.atomic` to write all or none."""
