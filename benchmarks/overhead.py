@@ -95,8 +95,21 @@ def to_json(result: Any) -> str:
     return json.dumps(to_dict(result))
 
 
+def forget_searches(store: object) -> None:
+    """Forget the searches ``store`` remembers, so that a question asked again searches afresh.
+
+    Each pass of these benchmarks asks the same questions: without this, a later pass (or arm)
+    would find the earlier one's searches remembered (``store.search.SearchMemo``), which a new
+    question never does.
+    """
+    memo = getattr(store, "_memo", None)  # a HybridStore's; other retrievers remember nothing
+    if memo is not None:
+        memo.forget()
+
+
 def one(loop: CorrectiveRAGOrchestrator, question: str) -> float:
-    """Seconds for one run of ``question``, its result turned into JSON included."""
+    """Seconds for one run of ``question`` with no search remembered, its JSON included."""
+    forget_searches(loop.retriever)
     started = time.perf_counter()
     to_json(loop.run(question))
     return time.perf_counter() - started
@@ -104,6 +117,7 @@ def one(loop: CorrectiveRAGOrchestrator, question: str) -> float:
 
 def searched(store: HybridStore, question: str, k: int) -> float:
     """Seconds for one plain search of ``question`` (its ``k`` best hits): the floor."""
+    forget_searches(store)
     started = time.perf_counter()
     store.retrieve(question, top_k=k)
     return time.perf_counter() - started

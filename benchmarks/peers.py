@@ -16,10 +16,12 @@ in its own process, at ``--latency-ms``):
 Query embeddings are computed live (the embedder's cache is emptied before each arm's run of a
 question; the corpus's come from the disk cache), on one torch thread; ``--cached-queries``
 takes them from the model's cache instead (a warm-up pass over every question), leaving each
-design's own cost. The arms take turns per question, so that a change in the machine's load
-reaches all three. Each arm reports seconds per question (mean, p50), LLM calls, query texts
-through the encoder, and the share of questions whose supporting paragraphs (the qrels) are all
-among the documents it kept (``all_found``).
+design's own cost. The searches the store remembers (``store.search.SearchMemo``) are forgotten
+before each arm's run of a question either way: no arm reuses another's searches. The arms take
+turns per question, so that a change in the machine's load reaches all three. Each arm reports
+seconds per question (mean, p50), LLM calls, query texts through the encoder, and the share of
+questions whose supporting paragraphs (the qrels) are all among the documents it kept
+(``all_found``).
 
     python benchmarks/peers.py DATA --limit 50 --k 4 --latency-ms 0 --json peers.json
 """
@@ -39,9 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.beir import Collection
-from benchmarks.cache import DiskCachedEmbedder
-from benchmarks.overhead import bench_store, judge_process
+from benchmarks.overhead import bench_store, forget_searches, judge_process
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
@@ -120,16 +120,6 @@ class Arm:
         }
 
 
-def build_store(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:
-    """The collection in an in-memory store; the corpus's vectors from the disk cache."""
-    embedder.embed([d.text for d in collection.documents])
-    embedder.save()
-    store = HybridStore.in_memory(embedder=embedder)
-    store.add(collection.documents)
-    embedder.caching = False  # queries from here on go through the model
-    return store
-
-
 def arms(store: HybridStore, url: str, k: int) -> list[Arm]:
     chat = OpenAIChatClient(url, "scripted")
     ours = CorrectiveRAGOrchestrator(
@@ -167,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    collection, model, _, store = bench_store(args.data)
+    collection, model, embedder, store = bench_store(args.data)
+    # queries from here on go through the model (the corpus's vectors came from the disk
+    # cache): with the cache on, a question embedded by the first arm was free for the others
+    embedder.caching = False
     import torch  # already loaded by the store: only to report its threads
 
     ids = list(collection.queries)[: args.limit]
@@ -183,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             for arm in designs:
                 if not args.cached_queries:
                     model.clear_cache()
+                forget_searches(store)
                 arm.once(collection.queries[qid], collection.relevant(qid), model)
     finally:
         judge.terminate()

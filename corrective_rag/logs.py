@@ -35,4 +35,37 @@ def get_logger(name: str) -> Any:
     is first used (and on every ``bind``), so :func:`structlog.testing.capture_logs` and an
     application's later ``structlog.configure`` both apply.
     """
-    return structlog.wrap_logger(logging.getLogger(name))
+    return _Logger(logging.getLogger(name))
+
+
+class _Logger:
+    """structlog's lazy logger over a stdlib one, that skips what would be dropped unseen.
+
+    Until the application configures structlog, an event runs structlog's default processors
+    (a local timestamp, the console renderer: about 0.1 ms) and is then dropped by the stdlib
+    logger when its level is not enabled, which is the case for every debug and info event of
+    a script that configures nothing. Such an event is skipped before the processors: what
+    reaches a handler is the same. Once structlog is configured (``capture_logs`` included),
+    every event takes structlog's way, whose processors may keep what logging would drop.
+    """
+
+    __slots__ = ("_proxy", "_stdlib")
+
+    def __init__(self, stdlib: logging.Logger) -> None:
+        self._stdlib = stdlib
+        self._proxy = structlog.wrap_logger(stdlib)
+
+    def _unseen(self, level: int) -> bool:
+        return not structlog.is_configured() and not self._stdlib.isEnabledFor(level)
+
+    def debug(self, event: str, **kw: Any) -> Any:
+        return None if self._unseen(logging.DEBUG) else self._proxy.debug(event, **kw)
+
+    def info(self, event: str, **kw: Any) -> Any:
+        return None if self._unseen(logging.INFO) else self._proxy.info(event, **kw)
+
+    def warning(self, event: str, **kw: Any) -> Any:
+        return None if self._unseen(logging.WARNING) else self._proxy.warning(event, **kw)
+
+    def __getattr__(self, name: str) -> Any:  # bind, error, exception, ...: structlog's own
+        return getattr(self._proxy, name)

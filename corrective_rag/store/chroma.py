@@ -158,13 +158,23 @@ class ChromaBackend:
         collection: a chromadb collection created with cosine space and no embedding function
             (:func:`open_collection`).
         on_close: called by :meth:`close` (an in-memory store drops its collection there).
+        private: no one but this process's store writes to the collection (an in-memory one,
+            or a folder whose writer lock the store holds), so the store may remember its
+            searches between its own writes (:class:`~corrective_rag.store.search.SearchMemo`).
     """
 
     lexical = None  # chromadb scores no BM25 locally: the store keeps its index beside
 
-    def __init__(self, collection: Any, *, on_close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        collection: Any,
+        *,
+        on_close: Callable[[], None] | None = None,
+        private: bool = False,
+    ) -> None:
         self.collection = collection
         self._on_close = on_close
+        self.private = private
 
     def close(self) -> None:
         """Run the ``on_close`` hook once."""
@@ -293,7 +303,7 @@ def ephemeral_opener(name: str) -> Opener:
             except Exception as exc:  # already gone: nothing to free
                 log.debug("collection_drop_failed", error=str(exc))
 
-        return ChromaBackend(open_collection(client, name), on_close=drop)
+        return ChromaBackend(open_collection(client, name), on_close=drop, private=True)
 
     return backend
 
@@ -329,8 +339,10 @@ def folder_opener(directory: str, collection: str, *, read_only: bool) -> Opener
         import chromadb
 
         client = chromadb.PersistentClient(path=directory)
-        return ChromaBackend(
-            open_collection(client, collection), on_close=lambda: _close_client(client)
+        return ChromaBackend(  # the store that opens it holds the folder's writer lock
+            open_collection(client, collection),
+            on_close=lambda: _close_client(client),
+            private=True,
         )
 
     return writer

@@ -17,7 +17,7 @@ sides always hold the same documents (:mod:`~corrective_rag.store.atomic`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -168,6 +168,7 @@ class HybridStore(StoreLifetime):
                 fusion=self.fusion,
                 run_legs=self._runs,
                 fetch=self._documents,
+                memo=self._memo,
             )
 
     def retrieve_many(
@@ -219,6 +220,7 @@ class HybridStore(StoreLifetime):
                 fusion=self.fusion,
                 run_legs=partial(self._runs, vector=vector),
                 fetch=self._documents,
+                memo=self._memo,
             )
 
     @traced_retrieval
@@ -298,7 +300,7 @@ class HybridStore(StoreLifetime):
         """Delete documents by id; unknown ids are ignored. Returns how many were deleted."""
         wanted = validate_ids(ids)
         check_unique(wanted)
-        with self._lock:
+        with self._lock, self._forgetting():
             self._check_writable()
             beside = self._bm25 is not None
             with foreign_failures("delete"):
@@ -315,7 +317,7 @@ class HybridStore(StoreLifetime):
     def _write(self, docs: list[Document], *, replace: bool) -> None:
         if not docs:
             return
-        with self._lock:
+        with self._lock, self._forgetting():
             self._check_writable()
             with foreign_failures("write"):
                 previous: dict[str, Record] = self._dense.fetch([d.id for d in docs], vectors=True)
@@ -330,6 +332,15 @@ class HybridStore(StoreLifetime):
                     self._sides(), docs, embeddings, previous, self._stamp
                 )
         log.debug("store_written", documents=len(docs), replace=replace)
+
+    @contextlib.contextmanager
+    def _forgetting(self) -> Iterator[None]:
+        """The remembered searches are forgotten when the write inside ends, however it ends."""
+        try:
+            yield
+        finally:
+            if self._memo is not None:
+                self._memo.forget()
 
     def _sides(self) -> Sides:
         """Backend and BM25 beside, for :mod:`~corrective_rag.store.atomic` to write all or none."""

@@ -36,7 +36,7 @@ from corrective_rag.store.engines import open_engine
 from corrective_rag.store.failures import foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import WriterLock, load_bm25
-from corrective_rag.store.search import DEFAULT_ALPHA, DEFAULT_CANDIDATES
+from corrective_rag.store.search import DEFAULT_ALPHA, DEFAULT_CANDIDATES, SearchMemo
 
 __all__ = ["StoreLifetime"]
 
@@ -83,6 +83,7 @@ class StoreLifetime:
         self._stamp: str | None = None
         self._backend: Backend | None = None
         self._beside: BM25Index | None = None  # our BM25 index, for a backend with no lexical leg
+        self._memo: SearchMemo | None = None  # for a backend only this store writes to
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -236,6 +237,8 @@ class StoreLifetime:
                 except BaseException:
                     backend.close()
                     raise
+            if getattr(backend, "private", False):
+                self._memo = SearchMemo()
             self._backend = backend
             log.debug("store_warmed_up", directory=self.directory)
 

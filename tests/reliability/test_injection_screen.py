@@ -10,6 +10,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm import prompts
@@ -99,3 +101,28 @@ def test_invisible_characters_are_shown_escaped_on_the_terminal():
     """A soft hyphen, a zero-width space and a word joiner are printed as visible escapes."""
     assert "Ign\\xadore" == printable("Ign\u00adore")
     assert "a\\u200bb\\u2060c" == printable("a\u200bb\u2060c")
+
+
+def _screen_form_by_character(text: str) -> str:
+    """The screen form as the module docstring defines it, one character at a time."""
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", text)
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    decomposed = unicodedata.normalize("NFD", visible)
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return " ".join(unicodedata.normalize("NFC", bare).split())
+
+
+# ASCII, spaces, format characters (soft hyphen, zero-width, BOM, bidi, tag), accents and
+# combining marks, compatibility forms (fullwidth, ligature, roman numeral, mathematical), Hangul
+_SCREEN_ALPHABET = (
+    "aZ .\t\n\u00a0\u00ad\u00e9\u00f1\u0301\u0308\u200b\u200d\u2060\ufeff\u202e"
+    "\uff49\ufb01\u2163\u3000\u0085\U000e0041\U0001d41a\uac00\u1100\u1161\u0651"
+)
+
+
+@given(st.text(alphabet=_SCREEN_ALPHABET, max_size=24) | st.text(max_size=24))
+def test_screen_form_equals_the_per_character_definition(text: str) -> None:
+    """The fast paths (ASCII, distinct characters only) give the definition's form exactly."""
+    assert _screen_form_by_character(text) == screen_form(text)
