@@ -201,17 +201,17 @@ def _run_attributes(result: Any) -> dict[str, Any]:
 
 
 def traced_iteration(fn: F) -> F:
-    """Decorate the loop's one-iteration method ``(self, st, index, query, ...)``."""
+    """Decorate the loop's iteration function, ``iterate(parts, st, index, query, ...)``."""
 
     @functools.wraps(fn)
-    def iterate(self: Any, st: Any, index: int, query: str, *args: Any, **kwargs: Any) -> Any:
+    def iterate(parts: Any, st: Any, index: int, query: str, *args: Any, **kwargs: Any) -> Any:
         if not _tracing():
-            return fn(self, st, index, query, *args, **kwargs)
+            return fn(parts, st, index, query, *args, **kwargs)
         start: dict[str, Any] = {NS + "iteration": index}
         if _OPT.contents:
             start[NS + "query"] = query
         with _span("corrective_rag.iteration", start) as span:
-            outcome = fn(self, st, index, query, *args, **kwargs)
+            outcome = fn(parts, st, index, query, *args, **kwargs)
             _record(span, _iteration_attributes, *outcome)
             return outcome
 
