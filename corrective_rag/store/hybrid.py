@@ -38,7 +38,6 @@ from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.lifetime import StoreLifetime
 from corrective_rag.store.persist import SavedBM25
 from corrective_rag.store.search import (
-    LEGS,
     Runs,
     fused_search,
     leg_search,
@@ -198,14 +197,10 @@ class HybridStore(StoreLifetime):
             check_search(query, top_k, where)
         if not queries:
             return []
-        # a search the memo answers needs no embedding (the loop's question, at each iteration)
-        memo, depth = self._memo, max(self.candidates, top_k)
-        fresh = [q for q in queries if where or memo is None or not memo.knows(q, depth, LEGS)]
         with foreign_failures("retrieve"):
-            embedded = dict(zip(fresh, self.embedder.embed(fresh) if fresh else [], strict=True))
+            vectors = self.embedder.embed(queries)
         found = []
-        for i, query in enumerate(queries):
-            vector = embedded.get(query)  # None: remembered, or else embedded when it is run
+        for i, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
             with lane(names[i]) if i < len(names) else contextlib.nullcontext():
                 hits = self._retrieve_embedded(query, top_k=top_k, where=where, vector=vector)
             found.append(hits)

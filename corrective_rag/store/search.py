@@ -140,11 +140,6 @@ class SearchMemo:
             self._runs.clear()
             self._documents.clear()
 
-    def knows(self, query: str, depth: int, legs: Sequence[str]) -> bool:
-        """Whether a search of ``query`` to ``depth`` on ``legs`` (no filter) is remembered."""
-        with self._lock:
-            return (query, depth, tuple(legs)) in self._runs
-
     def remembering(self, run_legs: RunLegs) -> RunLegs:
         """``run_legs`` answering the searches it answered before from the memo."""
 

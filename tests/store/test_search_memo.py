@@ -116,34 +116,3 @@ def test_the_memo_keeps_at_most_its_size_and_never_a_filtered_search() -> None:
         remembered(query, 100, None, ("bm25",))
     remembered("a", 100, {"kind": "x"}, ("bm25",))
     assert ["a", "b", "c", "a", "a"] == calls
-
-
-class CountingEmbedder:
-    """The real embedding model, counting the texts it embeds."""
-
-    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
-        self.inner, self.texts = inner, 0
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.texts += len(texts)
-        return self.inner.embed(texts)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def test_a_remembered_search_embeds_no_query_again(embedder: SentenceTransformerEmbedder) -> None:
-    """The loop's question, searched at every iteration, is embedded once until a write."""
-    counting = CountingEmbedder(embedder)
-    with HybridStore.in_memory(embedder=counting) as store:  # type: ignore[arg-type]
-        store.add(CORPUS)
-        counting.texts = 0
-        first = store.retrieve_many([QUERY, "nocturnal birds"], top_k=2)
-        assert 2 == counting.texts
-        again = store.retrieve_many([QUERY, "small mammal"], top_k=4)
-        assert 3 == counting.texts  # only the new text
-        assert first[0] == again[0][:2]
-        store.upsert([Document("cat", "The domestic cat is a small carnivorous mammal.")])
-        counting.texts = 0
-        store.retrieve_many([QUERY], top_k=2)
-        assert 1 == counting.texts  # a write: the question is embedded afresh
