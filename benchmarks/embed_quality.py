@@ -62,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         reference = torch_cached.embed(texts)
         cosines = {}
         for precision in precisions:
+            onnx = OnnxEmbedder(precision=precision, cache_size=0)
+            # keyed by the export's file name, which changes with its recipe: a cache made
+            # by an older int8 recipe would otherwise be read as this one's vectors
             cached = DiskCachedEmbedder(
-                OnnxEmbedder(precision=precision, cache_size=0),
-                CACHE_DIR / f"quality-onnx-{precision}-{tag}.npz",
+                onnx, CACHE_DIR / f"quality-{onnx.onnx_path().stem}-{tag}.npz"
             )
             runs[f"onnx-{precision}"] = _measure(data, cached)
             cos = np.sum(cached.embed(texts) * reference, axis=1)

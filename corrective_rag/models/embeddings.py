@@ -82,9 +82,7 @@ class SentenceTransformerEmbedder:
         self.name = model or DEFAULT_MODEL
         self.device = device
         self.batch_size = batch_size
-        self.span_precision = (
-            _native_precision(device) if span_precision == "auto" else span_precision
-        )
+        self._span_precision: str | None = None if span_precision == "auto" else span_precision
         self._cache: LRU[Vector] = LRU(cache_size, lambda v: 1)
         self._span_cache: LRU[tuple[Vector, Vector]] = LRU(cache_size, lambda r: 1 + len(r[1]))
         self._model: SentenceTransformer | None = None
@@ -110,6 +108,18 @@ class SentenceTransformerEmbedder:
                         f"could not load embedding model {self.name!r}: {exc}"
                     ) from exc
             return self._model
+
+    @property
+    def span_precision(self) -> str:
+        """The arithmetic of :meth:`embed_spans`: ``"float32"`` or ``"bfloat16"``.
+
+        ``"auto"`` is resolved on first read, not in ``__init__``: finding whether the CPU
+        multiplies bfloat16 imports torch (seconds), which an embedder that never embeds spans
+        (indexing with the ONNX embedder) does not need.
+        """
+        if self._span_precision is None:
+            self._span_precision = _native_precision(self.device)
+        return self._span_precision
 
     def clear_cache(self) -> None:
         """Forget every cached embedding (benchmarks measure cold embedding this way)."""

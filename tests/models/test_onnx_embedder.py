@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -85,6 +88,27 @@ def test_corrupt_cache_file_is_exported_again(tmp_path, torch_vectors):
     np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
     assert "kept" == neighbour.read_text(encoding="utf-8")
     assert [] == [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.fixture(scope="module")
+def float32_dir(tmp_path_factory):
+    """A cache folder holding the float32 export."""
+    folder = tmp_path_factory.mktemp("onnx-float32")
+    OnnxEmbedder(cache_dir=folder, precision="float32").embed(["export"])
+    return folder
+
+
+def test_embedding_from_a_cached_export_does_not_import_torch(float32_dir):
+    """Once exported, the model embeds without torch (seconds to import, unused by `index`)."""
+    code = (
+        "import sys\n"
+        "from corrective_rag.models.onnx_embedder import OnnxEmbedder\n"
+        f"embedder = OnnxEmbedder(cache_dir={str(float32_dir)!r})\n"
+        "assert (1, 384) == embedder.embed(['tea']).shape and 0 == embedder.exports\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "False" == out.stdout.strip()
 
 
 def test_unknown_model_name_goes_the_torch_path():
