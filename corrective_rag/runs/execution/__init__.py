@@ -7,5 +7,6 @@
 * :mod:`~corrective_rag.runs.execution.ray_engine`: the same batch on a Ray cluster.
 
 Writes through :mod:`corrective_rag.runs.records` and returns the batch's summary
-(:mod:`~corrective_rag.runs.reports.summary`); ``run_batch`` is exported by the root, ``corrective_rag``.
+(:mod:`~corrective_rag.runs.reports.summary`); ``run_batch`` is exported by the root,
+``corrective_rag``.
 """
