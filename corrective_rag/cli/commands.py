@@ -74,12 +74,12 @@ def quiet_progress() -> None:
         disable_progress_bars()
     except ImportError:  # pragma: no cover - installed with sentence-transformers
         pass
-    try:
-        from transformers.utils import logging as hf_logging
-
+    # transformers reads huggingface_hub's switch when it is imported, so it is only told here
+    # when it is loaded already: importing it for this cost seconds that an index on the ONNX
+    # embedder (which never loads transformers' models) did not otherwise pay
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    if hf_logging is not None:
         hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover - installed with sentence-transformers
-        pass
 
 
 def results_path(text: str) -> Path:

@@ -231,3 +231,19 @@ def test_failed_batch_says_how_to_retry(tmp_path, capsys, skip_errors, hint):
     with pytest.raises(InputError, match="2 of 3 queries failed") as caught:
         _report_batch(args, summary)
     assert hint in str(caught.value)
+
+
+def test_no_progress_silences_transformers_without_importing_it() -> None:
+    """`--no-progress` loads no transformers (seconds) to quiet it; loaded later, it is quiet."""
+    code = (
+        "import sys\n"
+        "from corrective_rag.cli.commands import quiet_progress\n"
+        "quiet_progress()\n"
+        "print('transformers' in sys.modules)\n"
+        "from transformers.utils import logging\n"
+        "print(logging.is_progress_bar_enabled())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    ).stdout.split()
+    assert ["False", "False"] == out
