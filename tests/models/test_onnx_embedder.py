@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.models import onnx_embedder
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.models.onnx_embedder import OnnxEmbedder, default_embedder
 from corrective_rag.store.hybrid import HybridStore
@@ -154,3 +155,22 @@ def test_exporting_leaves_the_span_vectors_of_the_model_unchanged(tmp_path):
     plain = SentenceTransformerEmbedder(cache_size=0).embed_spans([text], spans)[0]
     for expected, got in zip(plain, after_export, strict=True):
         np.testing.assert_allclose(np.asarray(expected), np.asarray(got), atol=1e-6)
+
+
+def test_a_large_call_is_shared_out_to_single_threaded_sessions_with_the_same_vectors(
+    float32_dir, monkeypatch
+):
+    """Indexing's calls run on one session per core; each text's vector is the one alone."""
+    monkeypatch.setattr(onnx_embedder, "_cores", lambda: 2)
+    texts = [f"{text} ({i})" for i in range(3) for text in TEXTS]  # PARALLEL_FROM or more
+    assert len(texts) >= onnx_embedder.PARALLEL_FROM
+    shared = OnnxEmbedder(cache_dir=float32_dir, cache_size=0)
+    vectors = shared.embed(texts)
+    assert shared._sessions is not None and 2 == len(shared._sessions)
+    alone = OnnxEmbedder(cache_dir=float32_dir, cache_size=0, threads=1)
+    expected = np.array([alone.embed([t])[0] for t in texts])
+    assert alone._sessions is None  # a user's threads= keeps one session
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    few = OnnxEmbedder(cache_dir=float32_dir, cache_size=0)
+    few.embed(texts[:2])
+    assert few._sessions is None  # a query or two: one session, all its threads
