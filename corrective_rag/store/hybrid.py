@@ -159,17 +159,7 @@ class HybridStore(StoreLifetime):
                 both legs, whatever the backend.
         """
         self._check_open()
-        with foreign_failures("retrieve"):  # no lock: readers run in parallel (see _runs)
-            return fused_search(
-                query,
-                top_k,
-                where,
-                candidates=self.candidates,
-                fusion=self.fusion,
-                run_legs=self._runs,
-                fetch=self._documents,
-                memo=self._memo,
-            )
+        return self._fused(query, top_k, where, vector=None)
 
     def retrieve_many(
         self,
@@ -211,7 +201,16 @@ class HybridStore(StoreLifetime):
         self, query: str, *, top_k: int, where: Mapping[str, Any] | None, vector: Any
     ) -> list[Hit]:
         """:meth:`retrieve` with the query's embedding already computed (one traced search)."""
-        with foreign_failures("retrieve"):
+        return self._fused(query, top_k, where, vector=vector)
+
+    def _fused(
+        self, query: str, top_k: int, where: Mapping[str, Any] | None, *, vector: Any
+    ) -> list[Hit]:
+        """Both legs, fused and cut to ``top_k``.
+
+        ``vector``: the query's embedding, or ``None`` to embed it when the dense leg runs.
+        """
+        with foreign_failures("retrieve"):  # no lock: readers run in parallel (see _runs)
             return fused_search(
                 query,
                 top_k,
