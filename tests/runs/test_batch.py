@@ -156,6 +156,62 @@ def test_resume_skips_done_ids_and_reruns_errors_unless_told(tmp_path):
     assert ([], 6) == (calls, third.skipped)
 
 
+def _same_summary(a, b) -> None:
+    """Two summaries agree on everything but the wall time (NaN equals NaN)."""
+    left, right = a.to_dict(), b.to_dict()
+    left.pop("wall_seconds"), right.pop("wall_seconds")
+    assert left == right
+
+
+def test_summary_equals_the_results_file_read_back_after_a_resume(tmp_path):
+    """The summary of a resumed, sharded batch is what the file says, last line per id winning.
+
+    Earlier error lines rerun now, earlier ok lines skipped, ids of another shard in the file:
+    each must count as reading the file back would count it.
+    """
+    queries = tmp_path / "q.jsonl"
+    _write_queries(queries, 18, fail_every=3)
+    out = tmp_path / "r.jsonl"
+    run_batch(queries, lambda q: slow_run(q, 0.0), out_path=out, progress=False)
+    shard = (0, 2)
+    mine = [q.id for q in read_queries(queries) if in_shard(q.id, shard)]
+
+    def heal(q: str):
+        return slow_run(q.replace(" fail", ""), 0.0)
+
+    again = run_batch(queries, heal, out_path=out, shard=shard, concurrency=3, progress=False)
+    assert 0 < again.skipped < len(mine) and 0 == again.failures
+    back = summarize(read_results(out), ids=mine, skipped=again.skipped)
+    _same_summary(again, back)
+
+
+def test_a_finished_batch_does_not_decode_its_own_results_again(tmp_path, monkeypatch):
+    """The summary comes from the results this run holds, not from the file decoded again.
+
+    Decoding a line costs about as much as the query's own bookkeeping (benchmarks/batch.py):
+    a fresh batch decodes no RunResult at all.
+    """
+    from corrective_rag.runs.records import codec
+
+    decoded: list[object] = []
+    real = codec.from_dict
+
+    def counting(cls, data, *args, **kwargs):
+        if cls.__name__ == "RunResult":
+            decoded.append(data)
+        return real(cls, data, *args, **kwargs)
+
+    monkeypatch.setattr("corrective_rag.runs.records.results.from_dict", counting)
+    queries = tmp_path / "q.jsonl"
+    _write_queries(queries, 8, fail_every=4)
+    out = tmp_path / "r.jsonl"
+    summary = run_batch(queries, slow_run, out_path=out, concurrency=2, progress=False)
+    assert [] == decoded
+    assert (8, 6, 2) == (summary.queries, summary.ok, summary.failures)
+    _same_summary(summary, summarize(read_results(out), ids=[f"q{i:03d}" for i in range(8)]))
+    assert 6 == len(decoded)  # the read-back just above did decode them: the spy works
+
+
 def test_runner_factory_gives_each_thread_its_own_callable(tmp_path):
     """With runner_factory, one callable is built per worker thread and never shared."""
     queries = tmp_path / "q.jsonl"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from corrective_rag.errors import Cancelled, LLMError
@@ -14,7 +15,15 @@ from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import error_line, ok_line
 from corrective_rag.types import RunResult
 
-__all__ = ["INTERRUPTED", "RunOne", "Runners", "attempt", "interrupted_line"]
+__all__ = [
+    "INTERRUPTED",
+    "Finished",
+    "RunOne",
+    "Runners",
+    "attempt",
+    "attempt_held",
+    "interrupted_line",
+]
 
 log = get_logger(__name__)
 
@@ -43,8 +52,25 @@ class Runners:
         return runner
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A query's results line, with its result while this process still holds it.
+
+    The batch's summary is made from the results themselves rather than from the file read
+    back at the end: decoding a line costs about as much as the query's own bookkeeping.
+    """
+
+    line: dict[str, Any]
+    result: RunResult | None = None
+
+
 def attempt(runners: Runners, q: Query) -> dict[str, Any]:
     """Run one query: its ok line, or its error line when it raised or every LLM call failed."""
+    return attempt_held(runners, q).line
+
+
+def attempt_held(runners: Runners, q: Query) -> Finished:
+    """:func:`attempt`, keeping the result of an ok line beside it."""
     start = time.perf_counter()
     try:
         result = runners.get()(q.query)
@@ -53,11 +79,11 @@ def attempt(runners: Runners, q: Query) -> dict[str, Any]:
         failure = llm_failure(result)
         if failure is not None:  # not a success: an error line, so that resume runs it again
             raise LLMError(f"every LLM call of this query failed: {failure}")
-        return ok_line(q.id, q.query, result, time.perf_counter() - start)
+        return Finished(ok_line(q.id, q.query, result, time.perf_counter() - start), result)
     except Exception as exc:  # one query's failure must not stop the batch
         if not isinstance(exc, Cancelled):
             log.warning("batch_query_failed", id=q.id, error=type(exc).__name__, message=str(exc))
-        return error_line(q.id, q.query, exc, time.perf_counter() - start)
+        return Finished(error_line(q.id, q.query, exc, time.perf_counter() - start))
 
 
 def interrupted_line(q: Query, seconds: float) -> dict[str, Any]:

@@ -43,7 +43,13 @@ from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
-from corrective_rag.runs.execution.attempt import Runners, RunOne, attempt, interrupted_line
+from corrective_rag.runs.execution.attempt import (
+    Finished,
+    Runners,
+    RunOne,
+    attempt_held,
+    interrupted_line,
+)
 from corrective_rag.runs.execution.failures import permanent_failure
 from corrective_rag.runs.execution.queries import (
     Query,
@@ -54,8 +60,10 @@ from corrective_rag.runs.execution.queries import (
 )
 from corrective_rag.runs.records.paths import same_file
 from corrective_rag.runs.records.results import (
+    ResultRecord,
     error_line,
     read_results,
+    record_of,
     repair_torn_tail,
 )
 from corrective_rag.runs.reports.summary import BatchSummary, summarize
@@ -140,16 +148,17 @@ _CHANGED_SHOWN = 20  # ids named in the warning; the count says how many more
 
 def _done_ids(
     path: Path, mine: Sequence[Query], *, rerun_errors: bool, rerun_changed: bool
-) -> set[str]:
-    """Ids of ``mine`` that resume skips: done before, as the same question.
+) -> tuple[set[str], list[ResultRecord]]:
+    """Ids of ``mine`` that resume skips, and the records the file holds already.
 
-    An id whose question changed since its line was written keeps its old answer (with a
-    warning naming it), unless ``rerun_changed``.
+    Skipped: done before, as the same question. An id whose question changed since its line
+    was written keeps its old answer (with a warning naming it), unless ``rerun_changed``.
     """
     if not path.exists():
-        return set()
+        return set(), []
     repair_torn_tail(path)
-    last = {rec.id: rec for rec in read_results(path)}
+    earlier = read_results(path)
+    last = {rec.id: rec for rec in earlier}
     done = {qid for qid, rec in last.items() if rec.ok or not rerun_errors}
     changed = [q.id for q in mine if q.id in done and last[q.id].query != q.query]
     if changed:
@@ -162,7 +171,7 @@ def _done_ids(
             else "kept the answers to the old "
             "questions; pass rerun_changed=True (CLI: --rerun-changed) to run them again",
         )
-    return done - set(changed) if rerun_changed else done
+    return (done - set(changed) if rerun_changed else done), earlier
 
 
 def _same_permanent_failure(lines: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
@@ -195,7 +204,7 @@ class _Workers:
         self._halt = threading.Event()  # stop(): the caller's ``cancel`` is left as it was
         self._lock = threading.Lock()
         self._running: dict[str, tuple[Query, float]] = {}
-        self.finished: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.finished: queue.Queue[Finished] = queue.Queue()
         self._threads = [
             threading.Thread(target=self._work, name="crag-batch", daemon=True)
             for _ in range(min(concurrency, len(todo)))
@@ -213,17 +222,17 @@ class _Workers:
                 self._running[q.id] = (q, started)
             try:
                 with call_scope(cancel=self._cancel), call_scope(cancel=self._halt):
-                    line = attempt(self._runners, q)
+                    done = attempt_held(self._runners, q)
             except BaseException as exc:  # never leave the recorder waiting for this query
-                line = error_line(q.id, q.query, exc, time.perf_counter() - started)
+                done = Finished(error_line(q.id, q.query, exc, time.perf_counter() - started))
             with self._lock:
                 if self._halt.is_set() or self._cancel.is_set():
                     return  # left in _running: stop() writes it as interrupted
                 del self._running[q.id]
-                self.finished.put(line)
+                self.finished.put(done)
 
-    def stop(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Start nothing more, cancel what runs: (lines finished before, interrupted lines)."""
+    def stop(self) -> tuple[list[Finished], list[Finished]]:
+        """Start nothing more, cancel what runs: (queries finished before, interrupted ones)."""
         with self._lock:
             self._halt.set()
             running = list(self._running.values())
@@ -231,7 +240,7 @@ class _Workers:
         while not self.finished.empty():
             done.append(self.finished.get_nowait())
         now = time.perf_counter()
-        return done, [interrupted_line(q, now - started) for q, started in running]
+        return done, [Finished(interrupted_line(q, now - started)) for q, started in running]
 
     def join(self) -> None:
         """Wait for every worker to leave its query (cancelled calls end at once).
@@ -344,7 +353,7 @@ def run_batch(
     started = time.perf_counter()
     interrupted = False
     try:
-        done = _done_ids(out, mine, rerun_errors=rerun_errors, rerun_changed=rerun_changed)
+        done, earlier = _done_ids(out, mine, rerun_errors=rerun_errors, rerun_changed=rerun_changed)
         todo = [q for q in mine if q.id not in done]
         skipped = len(mine) - len(todo)
         log.info("batch_started", queries=len(mine), todo=len(todo), skipped=skipped)
@@ -352,9 +361,12 @@ def run_batch(
         with _progress(len(todo), progress, progress_stream) as bar:
             counts = {"ok": 0, "failed": 0}
             written: list[dict[str, Any]] = []
+            records: list[ResultRecord] = []  # this run's lines, as the file reads them back
 
-            def record(line: dict[str, Any]) -> None:
+            def record(finished: Finished) -> None:
+                line = finished.line
                 writer.write(line)
+                records.append(record_of(line, finished.result))
                 if len(written) < _PROBE:
                     written.append(line)
                 counts["ok" if line["status"] == "ok" else "failed"] += 1
@@ -365,7 +377,12 @@ def run_batch(
             if engine is not None and runner_factory is not None:
                 try:
                     # The engine calls record() here, in this thread: still one writer.
-                    engine.run(todo, runner_factory, record, concurrency=concurrency)
+                    engine.run(
+                        todo,
+                        runner_factory,
+                        lambda line: record(Finished(line)),
+                        concurrency=concurrency,
+                    )
                 except KeyboardInterrupt:
                     interrupted = True
                     log.warning("batch_interrupted", written=sum(counts.values()))
@@ -380,10 +397,10 @@ def run_batch(
                             if cancel.is_set():
                                 raise KeyboardInterrupt
                             try:
-                                line = workers.finished.get(timeout=_POLL)
+                                finished = workers.finished.get(timeout=_POLL)
                             except queue.Empty:
                                 continue
-                            record(line)
+                            record(finished)
                             left -= 1
                             if len(written) == min(_PROBE, len(todo)) == counts["failed"]:
                                 permanent = _same_permanent_failure(written)
@@ -392,9 +409,9 @@ def run_batch(
                     except KeyboardInterrupt:
                         interrupted = True
                     if interrupted or (permanent is not None and left):
-                        done_lines, cut = workers.stop()
-                        for line in [*done_lines, *cut]:
-                            record(line)
+                        finished_before, cut = workers.stop()
+                        for finished in [*finished_before, *cut]:
+                            record(finished)
                         log.warning(
                             "batch_stopped", written=sum(counts.values()), interrupted=len(cut)
                         )
@@ -416,8 +433,10 @@ def run_batch(
         writer.close()
         if not interrupted:
             log.info("batch_finished", seconds=round(time.perf_counter() - started, 3))
+    # From what this run recorded and what the file held before: reading the file back would
+    # decode every line again (about 1.6 ms each), seconds at the end of a large batch.
     return summarize(
-        read_results(out),
+        [*earlier, *records],
         ids=[q.id for q in mine],
         skipped=skipped,
         wall_seconds=time.perf_counter() - started,

@@ -31,7 +31,7 @@ from corrective_rag.runs.records.jsonl import iter_appended
 from corrective_rag.types import RunResult
 
 # ResultRecord and read_results: their home is corrective_rag.runs
-__all__ = ["error_line", "latest_records", "ok_line", "repair_torn_tail"]
+__all__ = ["error_line", "latest_records", "ok_line", "record_of", "repair_torn_tail"]
 
 log = get_logger(__name__)
 
@@ -76,6 +76,18 @@ def ok_line(query_id: str, query: str, result: RunResult, seconds: float) -> dic
         "seconds": round(seconds, 6),
         "result": to_dict(result),
     }
+
+
+def record_of(line: Mapping[str, Any], result: RunResult | None = None) -> ResultRecord:
+    """The record ``line`` reads back as, without the file.
+
+    ``result``: the run's result of an ok line, when the caller still holds it (it is what the
+    line's ``result`` decodes to); without it the line is decoded.
+    """
+    if result is None or line.get("status") != STATUS_OK:
+        return _decode(dict(line), 0, "results line")
+    seconds = _seconds(line.get("seconds", 0.0), "results line")
+    return ResultRecord(str(line["id"]), str(line.get("query") or ""), STATUS_OK, seconds, result)
 
 
 def error_line(query_id: str, query: str, exc: BaseException, seconds: float) -> dict[str, Any]:
