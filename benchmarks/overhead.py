@@ -39,6 +39,7 @@ from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
+from corrective_rag.models import OnnxEmbedder
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.runs.records.codec import to_dict
@@ -61,20 +62,31 @@ PARTS = (
 )
 
 
+EMBEDDERS = ("torch", "onnx")  # the model through torch, or the library's default (ONNX Runtime)
+
+
 def bench_store(
-    data: str,
+    data: str, embedder: str = "torch"
 ) -> tuple[Collection, SentenceTransformerEmbedder, DiskCachedEmbedder, HybridStore]:
     """The set-up the loop-cost benchmarks share: warnings only, one torch thread (so that
     figures do not depend on the machine's cores), the collection in a store whose embeddings
-    come from the disk cache. Returns the collection, the model, its cached wrapper, the store."""
+    come from the disk cache. Returns the collection, the model, its cached wrapper, the store.
+
+    ``embedder``: ``"torch"`` (one thread), or ``"onnx"``, the library's default
+    (:class:`~corrective_rag.models.OnnxEmbedder` with its own choice of threads), for the texts
+    the disk cache does not hold (queries, once caching is off). The corpus's vectors come from
+    the same cache either way (ONNX's are torch's to within 2e-5).
+    """
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     import torch
 
     torch.set_num_threads(1)
     collection = load_collection(data)
-    model = SentenceTransformerEmbedder()
-    embedder = DiskCachedEmbedder(model, default_cache_path(model))
-    return collection, model, embedder, build_store(collection, embedder)
+    if embedder not in EMBEDDERS:
+        raise SystemExit(f"embedder must be one of {EMBEDDERS}, got {embedder!r}")
+    model = SentenceTransformerEmbedder() if embedder == "torch" else OnnxEmbedder()
+    cached = DiskCachedEmbedder(model, default_cache_path(model))
+    return collection, model, cached, build_store(collection, cached)
 
 
 def build_store(collection: Collection, embedder: DiskCachedEmbedder) -> HybridStore:

@@ -14,16 +14,22 @@ in its own process, at ``--latency-ms``):
 * ``single_search``: one ``store.retrieve(question, top_k=k)``, the floor any design pays.
 
 Query embeddings are computed live (the embedder's cache is emptied before each arm's run of a
-question; the corpus's come from the disk cache), on one torch thread; ``--cached-queries``
-takes them from the model's cache instead (a warm-up pass over every question), leaving each
-design's own cost. The searches the store remembers (``store.search.SearchMemo``) are forgotten
-before each arm's run of a question either way: no arm reuses another's searches. The arms take
+question; the corpus's come from the disk cache), by the library's default embedder (ONNX
+Runtime, ``--embedder onnx``) or by torch on one thread (``--embedder torch``, the setting the
+figures were first taken with); ``--cached-queries`` takes them from the model's cache instead
+(a warm-up pass over every question), leaving each design's own cost. The searches the store
+remembers (``store.search.SearchMemo``) are forgotten before each arm's run of a question
+either way: no arm reuses another's searches. The arms take
 turns per question, so that a change in the machine's load reaches all three. Each arm reports
 seconds per question (mean, p50), LLM calls, query texts through the encoder, and the share of
 questions whose supporting paragraphs (the qrels) are all among the documents it kept
-(``all_found``).
+(``all_found``), and the seconds its query texts spent in the encoder (``encoder_seconds``).
+``ours_encoder_over_langgraph`` divides the loop's encoder seconds alone by the LangGraph
+design's whole seconds per question: a floor under ``ours_over_langgraph`` that no saving
+outside the encoder can lower.
 
     python benchmarks/peers.py DATA --limit 50 --k 4 --latency-ms 0 --json peers.json
+    python benchmarks/peers.py DATA --limit 50 --k 4 --latency-ms 0 --embedder torch
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.overhead import bench_store, forget_searches, judge_process
+from benchmarks.overhead import EMBEDDERS, bench_store, forget_searches, judge_process
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm import prompts
@@ -100,13 +106,15 @@ class Arm:
         self.calls: list[int] = []
         self.found: list[bool] = []
         self.embedded: list[int] = []  # query texts through the model (its cache missed)
+        self.encoding: list[float] = []  # seconds in the model's embed
 
-    def once(self, question: str, relevant: frozenset[str], model: Any) -> None:
-        embedded = model.texts_embedded
+    def once(self, question: str, relevant: frozenset[str], model: Any, clock: Clock) -> None:
+        embedded, encoding = model.texts_embedded, clock.seconds
         started = time.perf_counter()
         kept, calls = self.run(question)
         self.seconds.append(time.perf_counter() - started)
         self.embedded.append(model.texts_embedded - embedded)
+        self.encoding.append(clock.seconds - encoding)
         self.calls.append(calls)
         self.found.append(relevant <= set(kept))
 
@@ -117,7 +125,25 @@ class Arm:
             "llm_calls": round(statistics.fmean(self.calls), 2),
             "all_found": round(statistics.fmean(self.found), 3),
             "queries_embedded": round(statistics.fmean(self.embedded), 2),
+            "encoder_seconds": round(statistics.fmean(self.encoding), 4),
         }
+
+
+class Clock:
+    """Seconds spent in ``model.embed``, added up (the arms run one at a time)."""
+
+    def __init__(self, model: Any) -> None:
+        self.seconds = 0.0
+        embed = model.embed
+
+        def timed(texts: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return embed(texts)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        model.embed = timed
 
 
 def arms(store: HybridStore, url: str, k: int) -> list[Arm]:
@@ -155,9 +181,15 @@ def main(argv: list[str] | None = None) -> int:
         help="every query's embedding from the model's cache (a warm-up pass over all questions):"
         " the designs' own cost without the encoder",
     )
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        default="onnx",
+        help="what encodes the queries: the library's default (onnx) or torch on one thread",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    collection, model, embedder, store = bench_store(args.data)
+    collection, model, embedder, store = bench_store(args.data, args.embedder)
     # queries from here on go through the model (the corpus's vectors came from the disk
     # cache): with the cache on, a question embedded by the first arm was free for the others
     embedder.caching = False
@@ -172,12 +204,13 @@ def main(argv: list[str] | None = None) -> int:
             for arm in designs:
                 arm.run(collection.queries[qid])
         designs = arms(store, url, args.k)  # empty verdict caches: each run grades again
+        clock = Clock(model)
         for qid in ids:
             for arm in designs:
                 if not args.cached_queries:
                     model.clear_cache()
                 forget_searches(store)
-                arm.once(collection.queries[qid], collection.relevant(qid), model)
+                arm.once(collection.queries[qid], collection.relevant(qid), model, clock)
     finally:
         judge.terminate()
         judge.wait(timeout=30)
@@ -189,10 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         "k": args.k,
         "latency_ms": args.latency_ms,
         "query_embeddings": "cached" if args.cached_queries else "live",
+        "embedder": type(model).__name__,
         "torch_threads": torch.get_num_threads(),
         "load_average_1min": os.getloadavg()[0],
         **figures,
         "ours_over_langgraph": round(ours / peer, 3),
+        "ours_encoder_over_langgraph": round(figures["ours"]["encoder_seconds"] / peer, 3),
     }
     print(json.dumps(report, indent=2))
     if args.json:
