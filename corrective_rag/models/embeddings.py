@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -303,12 +303,7 @@ def _unit(vector: npt.NDArray[Any]) -> Vector:
 def _pool_spans(
     transformer: Any, max_tokens: int, text: str, spans: Spans
 ) -> tuple[Vector, Vector]:
-    """One text's vector (its first window's mean) and its spans' pooled token vectors.
-
-    The text is tokenized whole; its tokens go through the model in windows of ``max_tokens``
-    (special tokens included, as the model reads them), the first window exactly the input
-    sentence-transformers builds by truncating. Later windows run only while a span needs them.
-    """
+    """One text's vector and its spans' vectors from torch (see :func:`pool_token_spans`)."""
     import torch
 
     encoded = transformer.tokenizer(
@@ -319,36 +314,71 @@ def _pool_spans(
         return_special_tokens_mask=True,
         verbose=False,
     )
-    ids = list(encoded["input_ids"])
-    special = list(encoded["special_tokens_mask"])
+    model = transformer.auto_model
+    device = next(model.parameters()).device
+
+    def run(window: list[int]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        input_ids = torch.tensor([window], device=device)
+        hidden = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
+        states = hidden.last_hidden_state[0].float()
+        return states.cpu().numpy(), states.mean(dim=0).cpu().numpy()
+
+    return pool_token_spans(
+        list(encoded["input_ids"]),
+        list(encoded["special_tokens_mask"]),
+        list(encoded["offset_mapping"]),
+        spans,
+        max_tokens=max_tokens,
+        run=run,
+    )
+
+
+def pool_token_spans(
+    ids: Sequence[int],
+    special: Sequence[int],
+    offsets: Sequence[tuple[int, int]],
+    spans: Spans,
+    *,
+    max_tokens: int,
+    run: Callable[[list[int]], tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]],
+) -> tuple[Vector, Vector]:
+    """One text's vector (its first window's mean) and its spans' pooled token vectors.
+
+    ``ids``, ``special`` and ``offsets``: the whole text's tokens (special tokens included, no
+    truncation), which are special, and each one's characters. ``run`` gives a window's
+    contextual token vectors, ``(len(window), dimension)``, and their mean (each engine in its
+    own arithmetic). The tokens go through ``run`` in
+    windows of ``max_tokens`` (special tokens included, as the model reads them), the first
+    window exactly the input sentence-transformers builds by truncating; later windows run only
+    while a span needs them. A span's vector is the mean of the tokens starting inside it,
+    L2-normalised; a span with no token gets the text's vector. The torch and the ONNX Runtime
+    embedders both pool here, so that their span vectors mean the same.
+    """
+    ids, special = list(ids), list(special)
     head = next((i for i, flag in enumerate(special) if not flag), len(ids))
     tail = len(ids) - next((i for i, flag in enumerate(reversed(special)) if not flag), 0)
     if head == len(ids):  # no content tokens: the specials alone (an empty text)
         tail = len(ids)
     prefix, body, suffix = ids[:head], ids[head:tail], ids[tail:]
-    offsets = np.asarray(encoded["offset_mapping"][head:tail], dtype=np.int64).reshape(-1, 2)
+    marks = np.asarray(list(offsets)[head:tail], dtype=np.int64).reshape(-1, 2)
     size = max_tokens - len(prefix) - len(suffix)
     if size <= 0:
         raise ConfigError(f"max_seq_length {max_tokens} leaves no room for text")
     needed = max((end for _, end in spans), default=0)
-    model = transformer.auto_model
-    device = next(model.parameters()).device
     text_vector: Vector | None = None
     tokens = []
     for first in range(0, max(len(body), 1), size):
-        if first and offsets[first][0] >= needed:
+        if first and marks[first][0] >= needed:
             break  # no span reaches this far
         window = prefix + body[first : first + size] + suffix
-        input_ids = torch.tensor([window], device=device)
-        hidden = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
-        states = hidden.last_hidden_state[0].float()
+        states, mean = run(window)
         if text_vector is None:  # sentence-transformers' mean over every token it reads
-            text_vector = _unit(states.mean(dim=0).cpu().numpy())
-        tokens.append(states[len(prefix) : len(window) - len(suffix)].cpu().numpy())
+            text_vector = _unit(mean)
+        tokens.append(states[len(prefix) : len(window) - len(suffix)])
     assert text_vector is not None  # the loop runs at least once
     states_np = np.concatenate(tokens) if tokens else np.zeros((0, text_vector.shape[0]))
-    starts = offsets[: len(states_np), 0]
-    nonempty = offsets[: len(states_np), 1] > starts
+    starts = marks[: len(states_np), 0]
+    nonempty = marks[: len(states_np), 1] > starts
     pooled = []
     for start, end in spans:
         inside = nonempty & (starts >= start) & (starts < end)

@@ -100,12 +100,15 @@ def float32_dir(tmp_path_factory):
 
 
 def test_embedding_from_a_cached_export_does_not_import_torch(float32_dir):
-    """Once exported, the model embeds without torch (seconds to import, unused by `index`)."""
+    """Once exported, the model embeds, and the offline judge's spans are pooled, without
+    torch (seconds to import, unused by `index` and by `run` over a store)."""
     code = (
         "import sys\n"
         "from corrective_rag.models.onnx_embedder import OnnxEmbedder\n"
         f"embedder = OnnxEmbedder(cache_dir={str(float32_dir)!r})\n"
         "assert (1, 384) == embedder.embed(['tea']).shape and 0 == embedder.exports\n"
+        "vectors, spans = embedder.embed_spans(['green tea. black tea.'], [[(0, 10), (11, 21)]])\n"
+        "assert (1, 384) == vectors.shape and (2, 384) == spans[0].shape\n"
         "print('torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -143,16 +146,58 @@ def test_bad_settings_are_refused_early(kwargs, message):
         OnnxEmbedder(**kwargs)
 
 
-def test_exporting_leaves_the_span_vectors_of_the_model_unchanged(tmp_path):
-    """An embedder that exported its model gives the same span vectors (torch, for the offline
-    judge) as one that never did: the export traces a copy, not the model the spans run on."""
+def _span_case(text: str) -> list[tuple[int, int]]:
+    """Thirds of ``text``, the whole, its last character, and a span past the model's 256
+    tokens when the text reaches that far."""
+    n = len(text)
+    cases = [(0, n // 3), (n // 3, 2 * n // 3), (2 * n // 3, n), (0, n), (max(n - 1, 0), n)]
+    return [*cases, (n - 200, n)] if n > 1500 else cases
+
+
+def test_onnx_span_vectors_are_torchs(float32_dir):
+    """Spans pooled from ONNX Runtime's token vectors are torch's (float32) within 1e-5: the
+    same windows past the model's length, a whitespace-only span taking the text's vector."""
+    texts = [*TEXTS, "   ", "tea"]
+    spans = [_span_case(t) for t in texts]
+    spans[-2] = [(0, 3), (1, 2)]  # nothing but whitespace: no token starts inside
+    onnx = OnnxEmbedder(cache_dir=float32_dir, cache_size=0)
+    assert "float32" == onnx.span_precision
+    got_texts, got_spans = onnx.embed_spans(texts, spans)
+    torch_ = SentenceTransformerEmbedder(cache_size=0, span_precision="float32")
+    want_texts, want_spans = torch_.embed_spans(texts, spans)
+    np.testing.assert_allclose(got_texts, want_texts, atol=1e-5)
+    for got, want, asked in zip(got_spans, want_spans, spans, strict=True):
+        assert (len(asked), 384) == got.shape
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert 1500 < len(TEXTS[-1])  # the text read in more than one window
+    assert not np.allclose(got_spans[5][-1], got_texts[5], atol=1e-3)  # its own tokens
+
+
+def test_bfloat16_spans_still_go_through_torch(float32_dir):
+    """Asking for bfloat16 spans keeps torch's autocast path (for CPUs that multiply it)."""
     text = "subprocess.run: Run command with arguments. It returns a CompletedProcess instance."
     spans = [[(0, 40), (41, len(text))]]
-    exporter = OnnxEmbedder(cache_dir=tmp_path, precision="float32", cache_size=0)
+    onnx = OnnxEmbedder(cache_dir=float32_dir, cache_size=0, span_precision="bfloat16")
+    assert "bfloat16" == onnx.span_precision
+    torch_ = SentenceTransformerEmbedder(cache_size=0, span_precision="bfloat16")
+    got, want = onnx.embed_spans([text], spans), torch_.embed_spans([text], spans)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1][0], want[1][0])
+
+
+def test_exporting_leaves_the_span_vectors_of_the_model_unchanged(tmp_path):
+    """An embedder that exported its model gives the same torch span vectors (bfloat16 spans
+    run on torch) as one that never did: the export traces a copy, not the model spans use."""
+    text = "subprocess.run: Run command with arguments. It returns a CompletedProcess instance."
+    spans = [[(0, 40), (41, len(text))]]
+    exporter = OnnxEmbedder(
+        cache_dir=tmp_path, precision="float32", cache_size=0, span_precision="bfloat16"
+    )
     exporter.embed(["export"])
     assert 1 == exporter.exports
     after_export = exporter.embed_spans([text], spans)[0]
-    plain = SentenceTransformerEmbedder(cache_size=0).embed_spans([text], spans)[0]
+    plain = SentenceTransformerEmbedder(cache_size=0, span_precision="bfloat16")
+    plain = plain.embed_spans([text], spans)[0]
     for expected, got in zip(plain, after_export, strict=True):
         np.testing.assert_allclose(np.asarray(expected), np.asarray(got), atol=1e-6)
 
