@@ -8,9 +8,11 @@ asked, as it is with logging. Four spans, each the child of the one enclosing it
   ``arun``, whose worker thread carries the caller's context), with the stop reason, the kept
   ids and the run's usage;
 * ``corrective_rag.iteration``: one iteration, with its CRAG action and kept ids;
-* ``retrieval``: one :meth:`~corrective_rag.HybridStore.retrieve`, named and attributed as
-  OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name`` ``retrieval``), with the
-  query's lane (``question``, ``rewrite``, ``feedback``) when the loop searched;
+* ``retrieval``: one :meth:`~corrective_rag.HybridStore.retrieve` (or one query of a
+  ``retrieve_many``, whose queries are searched together: their spans last the whole search),
+  named and attributed as OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name``
+  ``retrieval``), with the query's lane (``question``, ``rewrite``, ``feedback``) when the loop
+  searched;
 * ``chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT span with
   the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
   ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...).
@@ -43,6 +45,7 @@ __all__ = [
     "traced_chat",
     "traced_iteration",
     "traced_retrieval",
+    "traced_retrievals",
     "traced_run",
 ]
 
@@ -117,8 +120,14 @@ def _tracer() -> Any:
 
 
 @contextlib.contextmanager
-def _span(name: str, attributes: Mapping[str, Any], *, client: bool = False) -> Iterator[Any]:
-    """A current span that records a failure as its type (its message only with contents on)."""
+def _span(
+    name: str, attributes: Mapping[str, Any], *, client: bool = False, current: bool = True
+) -> Iterator[Any]:
+    """A span that records a failure as its type (its message only with contents on).
+
+    ``current``: the span is the current one inside the block (the parent of spans started
+    there); else it is only timed by the block (one of several siblings open at once).
+    """
     tracer = _tracer()
     if tracer is None:  # pragma: no cover - opentelemetry-api is a dependency
         yield None
@@ -126,13 +135,17 @@ def _span(name: str, attributes: Mapping[str, Any], *, client: bool = False) -> 
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     kind = SpanKind.CLIENT if client else SpanKind.INTERNAL
-    with tracer.start_as_current_span(
-        name,
-        kind=kind,
-        attributes=dict(attributes),
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    if current:
+        opened = tracer.start_as_current_span(
+            name,
+            kind=kind,
+            attributes=dict(attributes),
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+    else:
+        opened = _ended(tracer.start_span(name, kind=kind, attributes=dict(attributes)))
+    with opened as span:
         try:
             yield span
         except BaseException as exc:
@@ -143,6 +156,15 @@ def _span(name: str, attributes: Mapping[str, Any], *, client: bool = False) -> 
                 if _OPT.contents:
                     span.record_exception(exc)
             raise
+
+
+@contextlib.contextmanager
+def _ended(span: Any) -> Iterator[Any]:
+    """``span`` for the block, ended with it, without making it the current span."""
+    try:
+        yield span
+    finally:
+        span.end()
 
 
 def _record(span: Any, attributes: Callable[..., Mapping[str, Any]], *outcome: Any) -> None:
@@ -249,23 +271,60 @@ def traced_retrieval(fn: F) -> F:
     def retrieve(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         if not _tracing():
             return fn(self, query, *args, **kwargs)
-        start = {
-            "gen_ai.operation.name": "retrieval",
-            "gen_ai.data_source.id": getattr(self, "collection_name", None),
-            "gen_ai.request.top_k": kwargs.get("top_k"),
-            NS + "lane": _lane.get(),
-            NS + "leg": kwargs.get("leg"),  # HybridStore.search: one leg, unfused
-            NS + "filtered": kwargs.get("where") is not None,
-            "gen_ai.retrieval.query.text": query
-            if _OPT.contents and isinstance(query, str)
-            else None,
-        }
-        with _span("retrieval", {k: v for k, v in start.items() if v is not None}) as span:
+        with _span("retrieval", _retrieval_start(self, query, _lane.get(), kwargs)) as span:
             hits = fn(self, query, *args, **kwargs)
             _record(span, _hit_attributes, hits)
             return hits
 
     return cast(F, retrieve)
+
+
+@contextlib.contextmanager
+def traced_retrievals(
+    source: Any, queries: Sequence[Any], lanes: Sequence[str], **kwargs: Any
+) -> Iterator[Callable[[list[Any]], list[Any]]]:
+    """One retrieval span per query of a search of several (``HybridStore.retrieve_many``).
+
+    The span :func:`traced_retrieval` makes for a search of one, with the query's lane
+    (``lanes[i]``; the enclosing :func:`lane` for a query beyond them). The queries are searched
+    together, so the spans are siblings under the current span, each lasting the whole search;
+    a failure marks them all. The block hands each query's hits, in order, to the ``record``
+    it is given, which returns them.
+    """
+    if not _tracing():
+        yield lambda found: found
+        return
+    outer = _lane.get()
+    with contextlib.ExitStack() as stack:
+        spans = [
+            stack.enter_context(
+                _span("retrieval", _retrieval_start(source, query, name, kwargs), current=False)
+            )
+            for query, name in zip(queries, [*lanes, *[outer] * len(queries)], strict=False)
+        ]
+
+        def record(found: list[Any]) -> list[Any]:
+            for span, hits in zip(spans, found, strict=False):
+                _record(span, _hit_attributes, hits)
+            return found
+
+        yield record
+
+
+def _retrieval_start(
+    source: Any, query: Any, lane_name: str | None, kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A retrieval span's attributes at its start: the search's settings and lane."""
+    start = {
+        "gen_ai.operation.name": "retrieval",
+        "gen_ai.data_source.id": getattr(source, "collection_name", None),
+        "gen_ai.request.top_k": kwargs.get("top_k"),
+        NS + "lane": lane_name,
+        NS + "leg": kwargs.get("leg"),  # HybridStore.search: one leg, unfused
+        NS + "filtered": kwargs.get("where") is not None,
+        "gen_ai.retrieval.query.text": query if _OPT.contents and isinstance(query, str) else None,
+    }
+    return {k: v for k, v in start.items() if v is not None}
 
 
 def _hit_attributes(hits: Any) -> dict[str, Any]:

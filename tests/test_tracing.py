@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from corrective_rag import tracing
-from corrective_rag.errors import ConfigError, LLMResponseError
+from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
@@ -250,3 +250,26 @@ def test_a_one_leg_search_is_a_retrieval_span_naming_its_leg(spans, embedder):
     assert "bm25" == span.attributes["corrective_rag.leg"]
     assert [h.document.id for h in hits] == list(span.attributes["corrective_rag.hit_ids"])
     assert "corrective_rag.lane" not in span.attributes
+
+
+def test_queries_searched_together_each_get_a_retrieval_span(spans, embedder):
+    """retrieve_many leaves one retrieval span per query, siblings under the caller's span, each
+    with its lane, its hit ids and the whole search's duration; a failure marks them all."""
+    queries = ["largest moon", "Io volcanoes", "bread"]
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        with trace.get_tracer("app").start_as_current_span("request") as parent:
+            found = store.retrieve_many(queries, top_k=2, lanes=["question", "rewrite"])
+        with tracing.lane("feedback"), pytest.raises(InputError):
+            store.retrieve_many(queries[:2], top_k=2, where={"kind": {"$bad": 1}})
+    searches = sorted(_named(_ours(spans), "retrieval"), key=lambda s: s.start_time)
+    done, failed = searches[:3], searches[3:]
+    assert ["question", "rewrite", None] == [s.attributes.get("corrective_rag.lane") for s in done]
+    assert [[h.document.id for h in hits] for hits in found] == [
+        list(s.attributes["corrective_rag.hit_ids"]) for s in done
+    ]
+    assert {parent.get_span_context().span_id} == {s.parent.span_id for s in done}
+    assert max(s.start_time for s in done) < min(s.end_time for s in done)  # open together
+    assert 2 == len(failed)
+    assert {"feedback"} == {s.attributes["corrective_rag.lane"] for s in failed}
+    assert {StatusCode.ERROR} == {s.status.status_code for s in failed}

@@ -120,6 +120,17 @@ class Backend(Protocol):
         """The ``depth`` nearest ``(id, cosine similarity)`` pairs, best first, within ``where``."""
         ...
 
+    def dense_many(
+        self, vectors: npt.NDArray[np.float32], depth: int, where: Where | None
+    ) -> list[Run]:
+        """:meth:`dense` of each row of ``vectors``, in order, in as few engine calls as it can.
+
+        Row for row equal to :meth:`dense` of that row (same ids, scores and order); no rows,
+        no runs (and no call). The store searches all of a loop iteration's queries this way:
+        an engine's fixed cost per call outweighs the work per query vector.
+        """
+        ...
+
     def write(
         self,
         documents: Sequence[Document],

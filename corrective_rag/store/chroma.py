@@ -231,25 +231,36 @@ class ChromaBackend:
             self.collection.delete(ids=list(ids[start : start + WRITE_BATCH]))
 
     def dense(self, vector: npt.NDArray[np.float32], depth: int, where: Where | None) -> Run:
-        """The ``depth`` nearest ``(id, cosine similarity)`` pairs, optionally filtered.
+        """The ``depth`` nearest ``(id, cosine similarity)`` pairs, optionally filtered."""
+        return self.dense_many(np.asarray([vector], dtype=np.float32), depth, where)[0]
 
-        chromadb (1.x) answers a query for more results than it holds with all it has, and an
-        empty collection with none, so no ``count()`` goes before it: that round trip cost as
-        much as the query itself (a quarter of the loop's own time, benchmarks/overhead.py).
+    def dense_many(
+        self, vectors: npt.NDArray[np.float32], depth: int, where: Where | None
+    ) -> list[Run]:
+        """:meth:`dense` of each row of ``vectors``: one chroma query for all (none for no rows).
+
+        chromadb answers one list of results per query vector. It (1.x) answers a query for
+        more results than it holds with all it has, and an empty collection with none, so no
+        ``count()`` goes before it: that round trip cost as much as the query itself (a quarter
+        of the loop's own time, benchmarks/overhead.py).
         """
+        if len(vectors) == 0:
+            return []
         chroma_where = to_chroma_where(where) if where else None
         try:
             got = self.collection.query(
-                query_embeddings=[np.asarray(vector, dtype=np.float32)],
+                query_embeddings=[np.asarray(v, dtype=np.float32) for v in vectors],
                 n_results=depth,
                 where=chroma_where,
                 include=["distances"],
             )
         except Exception as exc:
             raise _filter_error(exc, where) from exc
-        ids = got["ids"][0]
-        distances = got["distances"][0] if got["distances"] else []
-        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+        distances = got["distances"] or [[] for _ in got["ids"]]
+        return [
+            [(i, 1.0 - float(d)) for i, d in zip(ids, row, strict=True)]
+            for ids, row in zip(got["ids"], distances, strict=True)
+        ]
 
     def ids(self, where: Where | None) -> list[str]:
         """Ids of the documents whose metadata satisfy ``where`` (every id for ``None``)."""

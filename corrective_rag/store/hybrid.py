@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from corrective_rag.errors import InputError
@@ -27,7 +26,6 @@ from corrective_rag.store.atomic import Sides, delete_documents, write_documents
 from corrective_rag.store.backend import FETCH_PAGE, Record, embed_documents
 from corrective_rag.store.checks import (
     check_not_stored,
-    check_search,
     check_term,
     check_unique,
     check_where,
@@ -37,12 +35,8 @@ from corrective_rag.store.checks import (
 from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.lifetime import StoreLifetime
 from corrective_rag.store.persist import SavedBM25
-from corrective_rag.store.search import (
-    Runs,
-    fused_search,
-    leg_search,
-)
-from corrective_rag.tracing import lane, traced_retrieval
+from corrective_rag.store.search import Runs, fused_search_many, leg_search
+from corrective_rag.tracing import traced_retrieval, traced_retrievals
 from corrective_rag.types import Document, Hit
 
 # HybridStore: its home is corrective_rag
@@ -159,7 +153,7 @@ class HybridStore(StoreLifetime):
                 both legs, whatever the backend.
         """
         self._check_open()
-        return self._fused(query, top_k, where, vector=None)
+        return self._fused([query], top_k, where)[0]
 
     def retrieve_many(
         self,
@@ -169,55 +163,36 @@ class HybridStore(StoreLifetime):
         where: Mapping[str, Any] | None = None,
         lanes: Sequence[str] | None = None,
     ) -> list[list[Hit]]:
-        """:meth:`retrieve` of each query, in order, their embeddings computed in one batch.
+        """:meth:`retrieve` of each query, in order, searched together.
 
-        The loop searches all its queries of one iteration this way: one forward pass of the
-        embedding model instead of one per query. A subclass that overrides :meth:`retrieve`
-        has it called per query instead, so that what it adds still applies. ``lanes``: the
-        loop's name for each query, recorded on its search's trace span.
+        The loop searches all its queries of one iteration this way, with the same hits as a
+        :meth:`retrieve` per query for fewer calls: one forward pass of the embedding model,
+        one dense query and one fetch of the hits' documents for all the queries (BM25 scores
+        each query). A subclass that overrides :meth:`retrieve` has it called per query
+        instead, so that what it adds still applies. ``lanes``: the loop's name for each query,
+        recorded on its search's trace span (one per query, each lasting the whole search).
         """
         if isinstance(queries, str | bytes) or not isinstance(queries, Iterable):
             raise InputError("queries must be a sequence of strings")
         queries = list(queries)
-        names = list(lanes or ())
         if type(self).retrieve is not HybridStore.retrieve:
             return [self.retrieve(q, top_k=top_k, where=where) for q in queries]
         self._check_open()
-        for query in queries:
-            check_search(query, top_k, where)
-        if not queries:
-            return []
-        with foreign_failures("retrieve"):
-            vectors = self.embedder.embed(queries)
-        found = []
-        for i, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
-            with lane(names[i]) if i < len(names) else contextlib.nullcontext():
-                hits = self._retrieve_embedded(query, top_k=top_k, where=where, vector=vector)
-            found.append(hits)
-        return found
-
-    @traced_retrieval
-    def _retrieve_embedded(
-        self, query: str, *, top_k: int, where: Mapping[str, Any] | None, vector: Any
-    ) -> list[Hit]:
-        """:meth:`retrieve` with the query's embedding already computed (one traced search)."""
-        return self._fused(query, top_k, where, vector=vector)
+        with traced_retrievals(self, queries, lanes or (), top_k=top_k, where=where) as record:
+            return record(self._fused(queries, top_k, where))
 
     def _fused(
-        self, query: str, top_k: int, where: Mapping[str, Any] | None, *, vector: Any
-    ) -> list[Hit]:
-        """Both legs, fused and cut to ``top_k``.
-
-        ``vector``: the query's embedding, or ``None`` to embed it when the dense leg runs.
-        """
+        self, queries: Sequence[str], top_k: int, where: Mapping[str, Any] | None
+    ) -> list[list[Hit]]:
+        """Each query's legs, fused and cut to ``top_k``."""
         with foreign_failures("retrieve"):  # no lock: readers run in parallel (see _runs)
-            return fused_search(
-                query,
+            return fused_search_many(
+                queries,
                 top_k,
                 where,
                 candidates=self.candidates,
                 fusion=self.fusion,
-                run_legs=partial(self._runs, vector=vector),
+                run_legs=self._runs,
                 fetch=self._documents,
                 memo=self._memo,
             )
@@ -241,37 +216,38 @@ class HybridStore(StoreLifetime):
 
     def _runs(
         self,
-        query: str,
+        queries: Sequence[str],
         depth: int,
         where: Mapping[str, Any] | None,
         legs: Sequence[str],
-        *,
-        vector: Any = None,
-    ) -> Runs | None:
-        """Each leg's ``depth`` best ``(id, score)`` pairs; ``None``: the filter matches nothing.
+    ) -> Sequence[Runs | None]:
+        """Per query, each leg's ``depth`` best ``(id, score)`` pairs; ``None``: none matches.
 
+        BM25 scores each query; the dense legs are one batch of embeddings and one backend call.
         Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the
         backends are each safe for concurrent readers (a local-mode Qdrant client serialises
         its own calls). A query that runs during a write may see one leg before the write and
         the other after it; hits whose document vanished are dropped
-        (:func:`~corrective_rag.store.search.fetched_hits`). ``vector``: the query's embedding,
-        when the caller computed it (:meth:`retrieve_many`).
+        (:func:`~corrective_rag.store.search.found_hits`).
         """
         backend, bm25 = self._dense, self._bm25
-        runs: Runs = {}
-        if bm25 is not None:
-            allowed = set(backend.ids(where)) if where else None
-            if allowed is not None and not allowed:
-                return None
-            if "bm25" in legs:
-                runs["bm25"] = bm25.top_k(query, depth, allowed=allowed)
-        elif "bm25" in legs:
-            assert backend.lexical is not None  # a backend without one has BM25 beside
-            runs["bm25"] = backend.lexical.sparse(query, depth, where)
+        allowed = None
+        if bm25 is not None and where:
+            allowed = set(backend.ids(where))
+            if not allowed:
+                return [None for _ in queries]
+        runs: list[Runs] = [{} for _ in queries]
+        if "bm25" in legs:
+            for query, found in zip(queries, runs, strict=True):
+                if bm25 is not None:
+                    found["bm25"] = bm25.top_k(query, depth, allowed=allowed)
+                else:
+                    assert backend.lexical is not None  # a backend without one has BM25 beside
+                    found["bm25"] = backend.lexical.sparse(query, depth, where)
         if "dense" in legs:
-            if vector is None:
-                vector = self.embedder.embed([query])[0]
-            runs["dense"] = backend.dense(vector, depth, where)
+            vectors = self.embedder.embed(list(queries))
+            for found, run in zip(runs, backend.dense_many(vectors, depth, where), strict=True):
+                found["dense"] = run
         return runs
 
     def _documents(self, ids: list[str]) -> dict[str, Document]:

@@ -189,6 +189,29 @@ class QdrantBackend:
         """The ``depth`` nearest ``(id, cosine similarity)`` pairs within ``where``."""
         return self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, depth, where)
 
+    def dense_many(
+        self, vectors: npt.NDArray[np.float32], depth: int, where: Where | None
+    ) -> list[Run]:
+        """:meth:`dense` of each row of ``vectors``: one ``query_batch_points`` request for all."""
+        flt = to_qdrant_filter(where) if where else None
+        if len(vectors) == 0 or not self._collection_exists():
+            return [[] for _ in vectors]
+        from qdrant_client import models
+
+        requests = [
+            models.QueryRequest(
+                query=np.asarray(v, dtype=np.float32).tolist(),
+                using=DENSE,
+                filter=flt,
+                limit=depth,
+                with_payload=[ID],
+            )
+            for v in vectors
+        ]
+        with self._call("query_batch_points"):
+            answers = self.client.query_batch_points(self.collection_name, requests)
+        return [[(p.payload[ID], float(p.score)) for p in a.points] for a in answers]
+
     def sparse(self, query: str, depth: int, where: Where | None) -> Run:
         """The ``depth`` best ``(id, BM25 score)`` pairs, scored by the server's IDF modifier."""
         indices, values = query_vector(tokenize(query))

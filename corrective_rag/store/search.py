@@ -1,16 +1,17 @@
 """The outline every hybrid store's ``retrieve`` and ``search`` follow, written once.
 
-A store brings two things: ``run_legs``, each leg's best ``(id, score)`` pairs to a depth (or
-``None`` when a ``where`` filter matches nothing), and ``fetch``, the stored documents among some
-ids. What is the same for every store lives here: the checks, how deep each leg searches, the
-fusion, the empty answer for a filter that matches nothing, and the hits, which keep every leg's
-rank and score (:func:`~corrective_rag.store.hits.assemble_hits`).
+A store brings two things: ``run_legs``, for each of some queries each leg's best ``(id, score)``
+pairs to a depth (or ``None`` when a ``where`` filter matches nothing), and ``fetch``, the stored
+documents among some ids; a search of several queries (the loop's lanes) calls each once. What
+is the same for every store lives here: the checks, how deep each leg searches, the fusion, the
+empty answer for a filter that matches nothing, and the hits, which keep every leg's rank and
+score (:func:`~corrective_rag.store.hits.assemble_hits`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import ConfigError
@@ -28,8 +29,9 @@ __all__ = [
     "RunLegs",
     "Runs",
     "SearchMemo",
-    "fetched_hits",
-    "fused_search",
+    "found_hits",
+    "fused_search_many",
+    "hit_documents",
     "leg_search",
 ]
 
@@ -45,14 +47,17 @@ DEFAULT_ALPHA = 0.5
 LEGS = ("bm25", "dense")
 
 Runs = dict[str, list[tuple[str, float]]]
-# (query, depth, where, legs) -> each named leg's run, or None: the filter matches nothing.
-RunLegs = Callable[[str, int, Mapping[str, Any] | None, Sequence[str]], Runs | None]
+# (queries, depth, where, legs) -> per query, each named leg's run, or None: the filter matches
+# nothing. One call for all the queries, so that an engine is asked once for all of them.
+RunLegs = Callable[
+    [Sequence[str], int, Mapping[str, Any] | None, Sequence[str]], Sequence[Runs | None]
+]
 # ids -> the stored documents among them, by id.
 Fetch = Callable[[list[str]], Mapping[str, Document]]
 
 
-def fused_search(
-    query: str,
+def fused_search_many(
+    queries: Sequence[str],
     top_k: int,
     where: Mapping[str, Any] | None,
     *,
@@ -61,20 +66,26 @@ def fused_search(
     run_legs: RunLegs,
     fetch: Fetch,
     memo: SearchMemo | None = None,
-) -> list[Hit]:
-    """A store's ``retrieve``: both legs to ``max(candidates, top_k)``, fused, cut to ``top_k``.
+) -> list[list[Hit]]:
+    """A store's ``retrieve`` of each query: both legs to ``max(candidates, top_k)``, fused, cut.
 
-    With a ``memo``, a search the store answered before since its last write takes the legs'
-    runs and the hits' documents from it.
+    The same hits, in the same order, as a search per query, for fewer calls to the engine:
+    the legs of all distinct queries are run by one ``run_legs`` call, and the documents of all
+    their hits fetched by one ``fetch``. With a ``memo``, a search the store answered before
+    since its last write takes the legs' runs and the hits' documents from it.
     """
-    check_search(query, top_k, where)
+    for query in queries:
+        check_search(query, top_k, where)
+    if not queries:
+        return []
     if memo is not None:
         run_legs, fetch = memo.remembering(run_legs), memo.fetching(fetch)
-    runs = run_legs(query, max(candidates, top_k), where, LEGS)
-    if runs is None:
-        return []
-    fused = fusion.fuse([runs[leg] for leg in LEGS])[:top_k]
-    return fetched_hits(fused, runs, fetch)
+    distinct = list(dict.fromkeys(queries))
+    found = run_legs(distinct, max(candidates, top_k), where, LEGS)
+    runs = {q: r for q, r in zip(distinct, found, strict=True) if r is not None}
+    fused = {q: fusion.fuse([r[leg] for leg in LEGS])[:top_k] for q, r in runs.items()}
+    documents = hit_documents(fused.values(), fetch)
+    return [found_hits(fused[q], runs[q], documents) if q in runs else [] for q in queries]
 
 
 def leg_search(
@@ -90,19 +101,27 @@ def leg_search(
     if leg not in LEGS:
         raise ConfigError(f"leg must be one of {LEGS}, got {leg!r}")
     check_search(query, top_k, where)
-    runs = run_legs(query, top_k, where, (leg,))
+    [runs] = run_legs([query], top_k, where, (leg,))
     if runs is None:
         return []
-    return fetched_hits(runs[leg], runs, fetch)
+    return found_hits(runs[leg], runs, hit_documents([runs[leg]], fetch))
 
 
-def fetched_hits(
+def hit_documents(
+    ranked: Iterable[Sequence[tuple[str, float]]], fetch: Fetch
+) -> Mapping[str, Document]:
+    """The documents of every id in the ``ranked`` lists, in one ``fetch`` (none for no ids)."""
+    ids = list(dict.fromkeys(doc_id for run in ranked for doc_id, _ in run))
+    return fetch(ids) if ids else {}
+
+
+def found_hits(
     ranked: Sequence[tuple[str, float]],
     runs: Mapping[str, Sequence[tuple[str, float]]],
-    fetch: Fetch,
+    documents: Mapping[str, Document],
 ) -> list[Hit]:
-    """Hits for the ``ranked`` ids whose documents ``fetch`` still finds, ranked 1..n."""
-    hits = assemble_hits(ranked, runs, fetch([doc_id for doc_id, _ in ranked]))
+    """Hits for the ``ranked`` ids whose ``documents`` were still found, ranked 1..n."""
+    hits = assemble_hits(ranked, runs, documents)
     if len(hits) < len(ranked):  # another client deleted them between the search and the fetch
         log.warning("hits_vanished", missing=len(ranked) - len(hits))
     return hits
@@ -141,22 +160,27 @@ class SearchMemo:
             self._documents.clear()
 
     def remembering(self, run_legs: RunLegs) -> RunLegs:
-        """``run_legs`` answering the searches it answered before from the memo."""
+        """``run_legs`` answering the searches it answered before from the memo.
+
+        The queries not remembered go to ``run_legs`` together, in one call.
+        """
 
         def remembered(
-            query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-        ) -> Runs | None:
+            queries: Sequence[str], depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
+        ) -> Sequence[Runs | None]:
             if where is not None:
-                return run_legs(query, depth, where, legs)
-            key = (query, depth, tuple(legs))
+                return run_legs(queries, depth, where, legs)
+            keys = [(query, depth, tuple(legs)) for query in queries]
             with self._lock:
-                known, generation = self._runs.get(key), self._generation
-            if known is not None:
-                return known
-            runs = run_legs(query, depth, where, legs)
-            if runs is not None:
-                self._keep(self._runs, {key: runs}, generation, self._sizes[0])
-            return runs
+                known = {k: self._runs[k] for k in keys if k in self._runs}
+                generation = self._generation
+            todo = [k for k in dict.fromkeys(keys) if k not in known]
+            if todo:
+                found = run_legs([k[0] for k in todo], depth, where, legs)
+                new = {k: runs for k, runs in zip(todo, found, strict=True) if runs is not None}
+                self._keep(self._runs, new, generation, self._sizes[0])
+                known.update(new)
+            return [known.get(k) for k in keys]
 
         return remembered
 

@@ -59,7 +59,8 @@ class _CountingEmbedder:
 def test_an_iteration_embeds_all_its_queries_in_one_batch(
     embedder: SentenceTransformerEmbedder,
 ) -> None:
-    """The question and the rewrite searched in one iteration are embedded in one call."""
+    """The queries searched in one iteration are embedded in one call, and a query searched
+    before not again: the store remembers the question's runs from iteration 1."""
     counting = _CountingEmbedder(embedder)
     with HybridStore.in_memory(embedder=counting) as store:
         store.add(CORPUS)
@@ -73,4 +74,4 @@ def test_an_iteration_embeds_all_its_queries_in_one_batch(
         )
         result = orch.run(QUESTION)
     assert 2 == result.iterations
-    assert [[QUESTION], [QUESTION, "nectar honey stomach foragers"]] == counting.calls
+    assert [[QUESTION], ["nectar honey stomach foragers"]] == counting.calls

@@ -97,6 +97,24 @@ def test_the_dense_leg_is_the_same_on_every_backend(filled) -> None:
     assert 1 == len({tuple(v) for v in legs.values()})
 
 
+@pytest.mark.parametrize("where", [None, {"kind": "animal"}, {"year": {"$gt": 1991}}])
+def test_dense_many_is_dense_of_each_vector(filled, kind, where) -> None:
+    """``dense_many`` answers each vector as ``dense`` does (ids, scores, order), none for none."""
+    store = _store(filled, kind)
+    vectors = store.embedder.embed([QUERY, "birds of prey", "red planet", QUERY])
+    backend = store._dense
+    assert [backend.dense(v, 5, where) for v in vectors] == backend.dense_many(vectors, 5, where)
+    assert [] == backend.dense_many(vectors[:0], 5, where)
+
+
+def test_dense_many_on_an_empty_store_or_filter_finds_nothing(filled, embedder, kind) -> None:
+    """An empty store, or a filter no document matches, gives each vector an empty run."""
+    vectors = embedder.embed(["cat", "tea"])
+    assert [[], []] == _store(filled, kind)._dense.dense_many(vectors, 5, {"kind": "nothing"})
+    with memory(kind, embedder=embedder) as empty:
+        assert [[], []] == empty._dense.dense_many(vectors, 5, None)
+
+
 @pytest.mark.parametrize(
     ("where", "expected"),
     [

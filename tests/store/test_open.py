@@ -225,6 +225,11 @@ class ArrayIndex:
         scored = [(i, float(r.embedding @ vector)) for i, r in self.rows.items() if i in allowed]
         return sorted(scored, key=lambda p: -p[1])[:depth]
 
+    def dense_many(
+        self, vectors: npt.NDArray[np.float32], depth: int, where: Mapping[str, Any] | None
+    ) -> list[list[tuple[str, float]]]:
+        return [self.dense(vector, depth, where) for vector in vectors]
+
     def ids(self, where: Mapping[str, Any] | None) -> list[str]:
         if where is None:
             return list(self.rows)

@@ -87,16 +87,16 @@ def test_a_search_that_overlaps_a_write_is_not_kept() -> None:
     calls: list[str] = []
 
     def run_legs(
-        query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-    ) -> Runs:
-        calls.append(query)
+        queries: Sequence[str], depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
+    ) -> list[Runs | None]:
+        calls.extend(queries)
         if len(calls) == 1:
             memo.forget()  # a write ends while this search runs
-        return {"bm25": [("a", 1.0)], "dense": [("a", 0.5)]}
+        return [{"bm25": [("a", 1.0)], "dense": [("a", 0.5)]} for _ in queries]
 
     remembered = memo.remembering(run_legs)
     for _ in range(3):
-        remembered("q", 100, None, ("bm25", "dense"))
+        remembered(["q"], 100, None, ("bm25", "dense"))
     assert ["q", "q"] == calls
 
 
@@ -106,13 +106,13 @@ def test_the_memo_keeps_at_most_its_size_and_never_a_filtered_search() -> None:
     calls: list[str] = []
 
     def run_legs(
-        query: str, depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
-    ) -> Runs:
-        calls.append(query)
-        return {"bm25": [(query, 1.0)]}
+        queries: Sequence[str], depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
+    ) -> list[Runs | None]:
+        calls.extend(queries)
+        return [{"bm25": [(query, 1.0)]} for query in queries]
 
     remembered = memo.remembering(run_legs)
     for query in ("a", "b", "c", "b", "c", "a"):
-        remembered(query, 100, None, ("bm25",))
-    remembered("a", 100, {"kind": "x"}, ("bm25",))
+        remembered([query], 100, None, ("bm25",))
+    remembered(["a"], 100, {"kind": "x"}, ("bm25",))
     assert ["a", "b", "c", "a", "a"] == calls
