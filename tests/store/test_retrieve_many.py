@@ -72,16 +72,31 @@ class Spy:
         self.fetches.clear()
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def spied(request: pytest.FixtureRequest, embedder: Any) -> Iterator[tuple[HybridStore, Spy]]:
-    """A filled in-memory store on each backend, its backend behind a :class:`Spy`."""
-    store = memory(str(request.param), embedder=embedder)
+def _spied_store(kind: str, embedder: Any) -> Iterator[tuple[HybridStore, Spy]]:
+    store = memory(kind, embedder=embedder)
     with store:
         store.add(CORPUS)
         store.warm_up()
         spy = Spy(store._backend)  # type: ignore[arg-type]
         store._backend = spy  # type: ignore[assignment]
         yield store, spy
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def spied(request: pytest.FixtureRequest, embedder: Any) -> Iterator[tuple[HybridStore, Spy]]:
+    """A filled in-memory store on each backend, its backend behind a :class:`Spy`."""
+    yield from _spied_store(str(request.param), embedder)
+
+
+# The backends whose in-memory store remembers its searches (SearchMemo): its one writer. A local
+# Qdrant client may be shared by other stores, so a Qdrant store remembers nothing.
+REMEMBERING = ("chroma",)
+
+
+@pytest.fixture(params=REMEMBERING)
+def remembering(request: pytest.FixtureRequest, embedder: Any) -> Iterator[tuple[HybridStore, Spy]]:
+    """:func:`spied` on the backends whose store keeps a search memo."""
+    yield from _spied_store(str(request.param), embedder)
 
 
 def _each(store: HybridStore, queries: Sequence[str], **kwargs: Any) -> list[list[Hit]]:
@@ -108,12 +123,11 @@ def test_retrieve_many_is_one_dense_call_and_one_fetch(spied, where) -> None:
     assert 1 == len(spy.fetches)
 
 
-def test_a_remembered_query_goes_to_no_backend(spied) -> None:
+def test_a_remembered_query_goes_to_no_backend(remembering) -> None:
     """With the memo partly warm only the other queries are searched, and the documents it
     holds are not fetched again; with it warm, nothing goes to the backend."""
-    store, spy = spied
-    if store._memo is None:
-        pytest.skip("this backend is shared: its store remembers nothing")
+    store, spy = remembering
+    assert store._memo is not None
     expected = _each(store, QUERIES, top_k=3)
     _forget(store)
     warm = {h.document.id for h in store.retrieve(QUERIES[0], top_k=3)}
