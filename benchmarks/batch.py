@@ -8,6 +8,10 @@ runner's own concurrency, and each level gets a fresh evaluator (an empty verdic
 
     python benchmarks/batch.py --latency-ms 200 --queries 64 --json OUT.json
 
+Each level also reports ``scaling_ceiling``: the scaling it would reach if every question took
+the time it took at the first level, scheduled in order onto the level's slots. What separates
+it from 1 is the last wave's tail, which no saving in the loop removes.
+
 The scripted server runs in a process of its own, as a real model server does, so that its
 work (parsing each request, writing each reply) does not compete with the batch for this
 process's interpreter; ``--server-in-process`` runs it in a thread of this process instead (how
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import heapq
 import json
 import random
 import shutil
@@ -88,6 +93,33 @@ def _add_scaling(by_level: dict, levels: tuple[int, ...]) -> None:
         entry["scaling_vs_linear"] = round(
             entry["throughput_qps"] / (base * entry["concurrency"]), 3
         )
+
+
+def _latencies(path: Path) -> list[float]:
+    """Each question's wall seconds, in the order the results file recorded them."""
+    with path.open(encoding="utf-8") as fh:
+        return [float(json.loads(line)["seconds"]) for line in fh if line.strip()]
+
+
+def _makespan(latencies: list[float], slots: int) -> float:
+    """When ``slots`` workers taking the questions in order (each the next free one) finish."""
+    free = [0.0] * slots
+    for seconds in latencies:
+        heapq.heapreplace(free, free[0] + seconds)
+    return max(free)
+
+
+def _add_ceilings(by_level: dict, latencies: list[float]) -> None:
+    """The scaling each level would reach if every question took its time at the first level.
+
+    The questions are scheduled greedily, in order, onto the level's slots: what is left below
+    1 is the last wave's tail (some slots idle while the longest questions finish), which no
+    saving in the loop removes.
+    """
+    total = sum(latencies)
+    for entry in by_level.values():
+        level = entry["concurrency"]
+        entry["scaling_ceiling"] = round(total / (level * _makespan(latencies, level)), 3)
 
 
 def run_local(n_queries: int, levels: tuple[int, ...], seed: int) -> dict:
@@ -338,6 +370,7 @@ def run(
                 "llm_requests": server.request_count - before,
             }
             print(json.dumps(by_level[str(level)]))
+        _add_ceilings(by_level, _latencies(Path(tmp) / f"c{levels[0]}.jsonl"))
     _add_scaling(by_level, levels)
     return {
         "benchmark": "batch",
