@@ -187,30 +187,14 @@ class QdrantBackend:
 
     def dense(self, vector: npt.NDArray[np.float32], depth: int, where: Where | None) -> Run:
         """The ``depth`` nearest ``(id, cosine similarity)`` pairs within ``where``."""
-        return self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, depth, where)
+        return self.dense_many(np.asarray([vector], dtype=np.float32), depth, where)[0]
 
     def dense_many(
         self, vectors: npt.NDArray[np.float32], depth: int, where: Where | None
     ) -> list[Run]:
         """:meth:`dense` of each row of ``vectors``: one ``query_batch_points`` request for all."""
-        flt = to_qdrant_filter(where) if where else None
-        if len(vectors) == 0 or not self._collection_exists():
-            return [[] for _ in vectors]
-        from qdrant_client import models
-
-        requests = [
-            models.QueryRequest(
-                query=np.asarray(v, dtype=np.float32).tolist(),
-                using=DENSE,
-                filter=flt,
-                limit=depth,
-                with_payload=[ID],
-            )
-            for v in vectors
-        ]
-        with self._call("query_batch_points"):
-            answers = self.client.query_batch_points(self.collection_name, requests)
-        return [[(p.payload[ID], float(p.score)) for p in a.points] for a in answers]
+        probes = [np.asarray(v, dtype=np.float32).tolist() for v in vectors]
+        return self._queries(probes, DENSE, depth, where)
 
     def sparse(self, query: str, depth: int, where: Where | None) -> Run:
         """The ``depth`` best ``(id, BM25 score)`` pairs, scored by the server's IDF modifier."""
@@ -220,22 +204,24 @@ class QdrantBackend:
         from qdrant_client import models
 
         probe = models.SparseVector(indices=indices, values=values)
-        return self._query(probe, SPARSE, depth, where)
+        return self._queries([probe], SPARSE, depth, where)[0]
 
-    def _query(self, probe: Any, using: str, depth: int, where: Where | None) -> Run:
+    def _queries(self, probes: list[Any], using: str, depth: int, where: Where | None) -> list[Run]:
+        """Each probe's ``depth`` best ``(id, score)`` pairs of vector ``using``, in one request."""
         flt = to_qdrant_filter(where) if where else None
-        if not self._collection_exists():
-            return []
-        with self._call("query_points"):
-            answer = self.client.query_points(
-                self.collection_name,
-                query=probe,
-                using=using,
-                query_filter=flt,
-                limit=depth,
-                with_payload=[ID],
+        if not probes or not self._collection_exists():
+            return [[] for _ in probes]
+        from qdrant_client import models
+
+        requests = [
+            models.QueryRequest(
+                query=probe, using=using, filter=flt, limit=depth, with_payload=[ID]
             )
-        return [(p.payload[ID], float(p.score)) for p in answer.points]
+            for probe in probes
+        ]
+        with self._call("query_batch_points"):
+            answers = self.client.query_batch_points(self.collection_name, requests)
+        return [[(p.payload[ID], float(p.score)) for p in a.points] for a in answers]
 
     def idf(self, token: str) -> float:
         """Corpus idf of ``token`` as the BM25 leg weighs it (Qdrant's IDF modifier)."""
