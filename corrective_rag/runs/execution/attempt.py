@@ -21,7 +21,6 @@ __all__ = [
     "RunOne",
     "Runners",
     "attempt",
-    "attempt_held",
     "interrupted_line",
 ]
 
@@ -64,13 +63,11 @@ class Finished:
     result: RunResult | None = None
 
 
-def attempt(runners: Runners, q: Query) -> dict[str, Any]:
-    """Run one query: its ok line, or its error line when it raised or every LLM call failed."""
-    return attempt_held(runners, q).line
+def attempt(runners: Runners, q: Query) -> Finished:
+    """Run one query: its ok line with its result, or its error line.
 
-
-def attempt_held(runners: Runners, q: Query) -> Finished:
-    """:func:`attempt`, keeping the result of an ok line beside it."""
+    An error line when it raised or every LLM call failed.
+    """
     start = time.perf_counter()
     try:
         result = runners.get()(q.query)

@@ -47,7 +47,7 @@ from corrective_rag.runs.execution.attempt import (
     Finished,
     Runners,
     RunOne,
-    attempt_held,
+    attempt,
     interrupted_line,
 )
 from corrective_rag.runs.execution.failures import permanent_failure
@@ -222,7 +222,7 @@ class _Workers:
                 self._running[q.id] = (q, started)
             try:
                 with call_scope(cancel=self._cancel), call_scope(cancel=self._halt):
-                    done = attempt_held(self._runners, q)
+                    done = attempt(self._runners, q)
             except BaseException as exc:  # never leave the recorder waiting for this query
                 done = Finished(error_line(q.id, q.query, exc, time.perf_counter() - started))
             with self._lock:

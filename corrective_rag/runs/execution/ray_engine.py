@@ -47,7 +47,7 @@ class _Worker:
         self._runners = Runners(None, factory)
 
     def run(self, query: Query) -> dict[str, Any]:
-        return attempt(self._runners, query)
+        return attempt(self._runners, query).line  # only the line travels back
 
 
 def _import_ray() -> Any:
