@@ -347,12 +347,12 @@ def pool_token_spans(
     ``ids``, ``special`` and ``offsets``: the whole text's tokens (special tokens included, no
     truncation), which are special, and each one's characters. ``run`` gives a window's
     contextual token vectors, ``(len(window), dimension)``, and their mean (each engine in its
-    own arithmetic). The tokens go through ``run`` in
-    windows of ``max_tokens`` (special tokens included, as the model reads them), the first
-    window exactly the input sentence-transformers builds by truncating; later windows run only
-    while a span needs them. A span's vector is the mean of the tokens starting inside it,
-    L2-normalised; a span with no token gets the text's vector. The torch and the ONNX Runtime
-    embedders both pool here, so that their span vectors mean the same.
+    own arithmetic). The tokens go through ``run`` in windows of ``max_tokens`` (special tokens
+    included, as the model reads them), the first window exactly the input sentence-transformers
+    builds by truncating; later windows run only while a span needs them. A span's vector is the
+    mean of the tokens starting inside it, L2-normalised; a span with no token gets the text's
+    vector. The torch and the ONNX Runtime embedders both pool here, so that their span vectors
+    mean the same.
     """
     ids, special = list(ids), list(special)
     head = next((i for i, flag in enumerate(special) if not flag), len(ids))

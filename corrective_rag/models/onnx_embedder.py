@@ -16,6 +16,7 @@ of about 0.995, but moved CISI's hybrid nDCG@10 by 0.0084, so it is not the defa
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import threading
@@ -249,8 +250,8 @@ class _Runtime:
         except Exception as exc:  # onnxruntime raises its own types for a bad file
             raise _Unloadable(str(exc)) from exc
         self.inputs = [i.name for i in self.session.get_inputs()]
+        self.folder = folder
         self.tokenizer, max_tokens, self.pad_id = _tokenizer(folder)
-        self.whole, _, _ = _tokenizer(folder)  # not truncated: spans may lie past max_tokens
         self.max_tokens = max_tokens
         self.tokenizer.enable_truncation(max_tokens)
         with open(Path(folder) / "config.json", encoding="utf-8") as fh:
@@ -277,6 +278,14 @@ class _Runtime:
             hidden = self.session.run(None, {n: feeds[n] for n in self.inputs})[0]
             out[rows] = _mean_unit(hidden, mask)
         return out
+
+    @functools.cached_property
+    def whole(self) -> Any:
+        """The tokenizer without truncation: spans may lie past ``max_tokens``.
+
+        Loaded on first use: indexing's sessions never pool spans.
+        """
+        return _tokenizer(self.folder)[0]
 
     def pool_spans(self, text: str, spans: Spans) -> tuple[Vector, Vector]:
         """``text``'s vector and its spans' pooled token vectors (see ``pool_token_spans``)."""
