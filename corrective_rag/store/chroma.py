@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -145,10 +146,30 @@ def _raise_ef_search(collection: Any) -> None:
         hnsw = (getattr(collection, "configuration_json", None) or {}).get("hnsw") or {}
         if int(hnsw.get("ef_search", wanted)) >= wanted:
             return
-        collection.modify(configuration={"hnsw": {"ef_search": wanted}})
+        _modify_when_free(collection, {"hnsw": {"ef_search": wanted}})
         log.info("chroma_ef_search_raised", collection=collection.name, ef_search=wanted)
     except Exception as exc:  # an older chromadb or server: search as the collection is
         log.warning("chroma_ef_search_unchanged", error=str(exc))
+
+
+# sqlite answers "database is locked" while another client of the folder writes (chromadb's own
+# log compaction included), for milliseconds: a setting is written again after a short wait
+BUSY_TRIES = 5
+
+
+def _modify_when_free(collection: Any, configuration: Mapping[str, Any]) -> None:
+    """``collection.modify(configuration=...)``, tried again while sqlite reports the folder busy.
+
+    At most :data:`BUSY_TRIES` tries, 0.75 s of waiting in all; any other error at once.
+    """
+    for attempt in range(BUSY_TRIES):
+        try:
+            collection.modify(configuration=dict(configuration))
+            return
+        except Exception as exc:
+            if "database is locked" not in str(exc) or attempt == BUSY_TRIES - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
 
 
 class ChromaBackend:

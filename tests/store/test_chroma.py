@@ -7,6 +7,7 @@ import uuid
 
 import chromadb
 import pytest
+from structlog.testing import capture_logs
 
 from corrective_rag.store.chroma import HNSW, folder_opener, open_collection
 
@@ -49,3 +50,37 @@ def test_a_writer_raises_ef_search_of_an_older_collection_and_a_reader_does_not(
     finally:
         writer.close()
     assert HNSW["ef_search"] == _hnsw(made.get_collection("older"))["ef_search"]
+
+
+class _BusyCollection:
+    """A collection whose ``modify`` finds sqlite locked by another client ``busy`` times."""
+
+    name = "busy"
+
+    def __init__(self, busy: int) -> None:
+        self.busy = busy
+        self.configuration_json = {"hnsw": {"ef_search": 100}}
+
+    def modify(self, configuration: dict) -> None:
+        if self.busy:
+            self.busy -= 1
+            raise RuntimeError("Database error: (code: 5) database is locked")
+        self.configuration_json = configuration
+
+
+def test_raising_ef_search_waits_out_another_clients_write(monkeypatch) -> None:
+    """sqlite's "database is locked" (another client writing the folder) is tried again."""
+    from corrective_rag.store import chroma
+
+    waits: list[float] = []
+    monkeypatch.setattr(chroma.time, "sleep", waits.append)
+    collection = _BusyCollection(busy=2)
+    chroma._raise_ef_search(collection)
+    assert HNSW["ef_search"] == collection.configuration_json["hnsw"]["ef_search"]
+    assert 2 == len(waits)
+    stuck = _BusyCollection(busy=99)  # locked throughout: logged, searched as it is
+    with capture_logs() as logs:
+        chroma._raise_ef_search(stuck)
+    assert 100 == stuck.configuration_json["hnsw"]["ef_search"]
+    assert ["chroma_ef_search_unchanged"] == [e["event"] for e in logs]
+    assert chroma.BUSY_TRIES - 1 == len(waits) - 2
