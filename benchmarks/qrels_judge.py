@@ -141,7 +141,7 @@ def qrels_reply(
                     "score": 0.9 if doc_id in relevant else 0.1,
                     "confidence": 0.9,
                     "reasoning": "in the qrels" if doc_id in relevant else "not in the qrels",
-                    "missing": None if doc_id in relevant else "the question's answer",
+                    "missing": None,  # relevant: nothing known missing; irrelevant: null
                 }
                 for doc_id, _ in docs
             ]
@@ -152,7 +152,6 @@ def qrels_reply(
             out: dict[str, Any] = {"verdicts": verdicts}
             if "next_query" in properties:
                 kept = [text for doc_id, text in docs if doc_id in relevant]
-                out["lacking"] = "the rest of the answer"
                 if proposer == "repeat":
                     out["next_query"] = f"{question} {REPEAT_HINT}"
                 else:

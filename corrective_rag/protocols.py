@@ -27,8 +27,9 @@ __all__ = [
     "ContextualEvaluator",
     "Embedder",
     "Evaluator",
+    "FeedbackRewriter",
     "Generator",
-    "ProposingEvaluator",
+    "ManyRetriever",
     "Retriever",
     "Rewriter",
     "TokenCounter",
@@ -43,6 +44,25 @@ class Retriever(Protocol):
         self, query: str, *, top_k: int = 10, where: Mapping[str, Any] | None = None
     ) -> list[Hit]:
         """Return at most ``top_k`` hits, ranked 1..n, optionally filtered on metadata."""
+        ...
+
+
+@runtime_checkable
+class ManyRetriever(Protocol):
+    """A retriever that searches several queries in one go (the hybrid store embeds them once).
+
+    The loop then searches an iteration's queries with one call instead of one each, passing
+    only the keywords declared here.
+    """
+
+    def retrieve_many(
+        self,
+        queries: Sequence[str],
+        *,
+        top_k: int = 10,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[list[Hit]]:
+        """:meth:`Retriever.retrieve` of each query, in order: one list of hits per query."""
         ...
 
 
@@ -100,38 +120,32 @@ class ContextualEvaluator(Protocol):
 
 
 @runtime_checkable
-class ProposingEvaluator(Protocol):
-    """An evaluator whose grading call can also propose the next query (judge and propose).
-
-    In the loop's one-call mode (:mod:`corrective_rag.loop.callmode`) the loop grades with
-    :meth:`proposing`'s evaluator when its rewriter reads proposals.
-    """
-
-    def proposing(self) -> Evaluator:
-        """This evaluator proposing in its grading call (``Evaluation.proposal``).
-
-        A copy, leaving this object as it is; this evaluator itself where its owner already
-        chose whether it proposes.
-        """
-        ...
-
-
-@runtime_checkable
 class Rewriter(Protocol):
     """Proposes the next query from the question, the queries tried and the evaluator's feedback.
 
-    Two optional class attributes tell the loop what a rewriter does (absent: ``False``):
-
-    * ``reads_proposal``: it checks the evaluator's proposal (``RewriteRequest.proposal``)
-      instead of calling a model; in one-call mode the loop then asks the evaluator to propose
-      (:mod:`corrective_rag.loop.callmode`). ``LLMRewriter`` declares it.
-    * ``writes_feedback_query``: its rewrites are the kept documents' term query already, so
-      the loop adds no free feedback lane beside them (:class:`corrective_rag.loop.lanes.
-      Lanes`). ``LocalRewriter`` declares it.
+    In the loop's one-call mode the request carries the grading call's proposal
+    (``RewriteRequest.proposal``): a rewriter may check it instead of calling a model
+    (``LLMRewriter`` does), so that an iteration costs one call (:mod:`corrective_rag.loop.
+    callmode`). A wrapper only needs to pass the request on.
     """
 
     def rewrite(self, request: RewriteRequest) -> Rewrite:
         """Return a new query, or ``Rewrite(query=None, rejected=...)`` when none is acceptable."""
+        ...
+
+
+@runtime_checkable
+class FeedbackRewriter(Protocol):
+    """A rewriter that says whether its rewrites are the kept documents' term query already.
+
+    The loop then searches no free feedback lane beside it (:class:`~corrective_rag.loop.lanes.
+    Lanes`): ``LocalRewriter`` says ``True``. A rewriter without the property gets the lane; a
+    wrapper around a ``LocalRewriter`` that wants the same passes the property through.
+    """
+
+    @property
+    def writes_feedback_query(self) -> bool:
+        """``True``: this rewriter's queries are the feedback lane's already."""
         ...
 
 

@@ -513,6 +513,21 @@ class KeptDocument:
     iteration: int  # 1-based iteration that first retrieved it
     rank: int  # fused rank in that iteration
 
+    @property
+    def score(self) -> float:
+        """The verdict's score: a kept document's verdict is always graded."""
+        return float(self.verdict.score or 0.0)
+
+    @property
+    def confidence(self) -> float:
+        """The verdict's confidence (graded, as :attr:`score`)."""
+        return float(self.verdict.confidence or 0.0)
+
+    @property
+    def reasoning(self) -> str:
+        """Why the evaluator judged it relevant, in its own words ('' if it gave none)."""
+        return self.verdict.reasoning
+
 
 @dataclass(frozen=True, slots=True)
 class Answer:

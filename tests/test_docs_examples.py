@@ -94,3 +94,17 @@ def test_docs_name_nothing_a_user_does_not_have(path: Path) -> None:
 def test_readme_is_a_short_page() -> None:
     """README.md stays a user's page of at most 250 lines; details live in docs/."""
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_readme_examples_type_check_strictly(tmp_path: Path) -> None:
+    """README's Python examples pass mypy --strict: a user copying them gets no type error."""
+    api = pytest.importorskip("mypy.api")
+    files = []
+    for number, heading in enumerate(["### With an LLM", "### Offline"]):
+        example = tmp_path / f"example{number}.py"
+        example.write_text(_python_block(README, heading), encoding="utf-8")
+        files.append(str(example))
+    out, err, status = api.run(
+        ["--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"), *files]
+    )
+    assert 0 == status, out + err

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from corrective_rag.calls.proposals import proposals_wanted
 from corrective_rag.errors import (
     ConfigError,
     InputError,
@@ -56,10 +57,10 @@ log = get_logger(__name__)
 
 # The reply's reserve follows the schema's caps on free text (a token per 3 characters at most,
 # for English): a verdict is ~40 tokens of keys, id and numbers plus reasoning and missing; a
-# proposal adds lacking and next_query. A reply cut at the reserve keeps its complete verdicts.
+# proposal adds next_query. A reply cut at the reserve keeps its complete verdicts.
 _REPLY_TOKENS_BASE = 60
 _REPLY_TOKENS_PER_DOC = 40 + 2 * -(-prompts.REASONING_CHARS // 3)
-_REPLY_TOKENS_PROPOSAL = 20 + -(-(prompts.REASONING_CHARS + prompts.QUERY_CHARS) // 3)
+_REPLY_TOKENS_PROPOSAL = 20 + -(-prompts.QUERY_CHARS // 3)
 _QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call true
 _BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
@@ -98,9 +99,10 @@ class LLMEvaluator:
             ``token_counter``) plus the tokens reserved for its reply stay within it.
         propose: judge and propose: the grading call also returns what the documents lack and a
             next query (``Evaluation.proposal``), which the loop can check instead of making a
-            rewriting call. ``None`` (the default): not when called directly; in the loop the
-            orchestrator's ``call_mode`` decides (one-call: the loop grades with
-            :meth:`proposing`'s copy). ``True`` / ``False`` is kept in either mode.
+            rewriting call. ``None`` (the default): when the calling context asks for it
+            (:func:`~corrective_rag.calls.proposals.proposals_wanted`: the loop's one-call mode
+            does, through any wrapper), not when called directly. ``True`` / ``False`` is kept
+            in either mode.
         strict: strict JSON, and failures raise instead of becoming ungraded verdicts.
         max_workers: batches graded at the same time.
         cache: verdict cache; None makes a private one (pass ``VerdictCache(0)`` to disable).
@@ -141,7 +143,7 @@ class LLMEvaluator:
         self.cache = cache if cache is not None else VerdictCache()
         self.counter = token_counter or TiktokenCounter()
         self.model_name = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
-        self._system_tokens: int | None = None
+        self._system_tokens: dict[bool, int] = {}
         self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
         if self.documents_per_call < 1:
             raise ConfigError(
@@ -149,19 +151,9 @@ class LLMEvaluator:
                 f"context_tokens={context_tokens}"
             )
 
-    def proposing(self) -> LLMEvaluator:
-        """This evaluator proposing the next query in its grading call (judge and propose).
-
-        A copy with ``propose=True`` that shares this evaluator's cache and token counter; this
-        evaluator itself when its ``propose`` was given (``True`` or ``False``: the user's
-        choice is kept). The loop asks for it in its one-call mode.
-        """
-        if self.propose is not None:
-            return self
-        proposing = copy.copy(self)
-        proposing.propose = True
-        proposing._system_tokens = None  # the proposing prompt is longer
-        return proposing
+    def _proposes(self) -> bool:
+        """Whether this evaluate call proposes: ``propose`` as given, else as the context asks."""
+        return self.propose if self.propose is not None else proposals_wanted()
 
     def check(self, *, min_agreement: float = 0.7) -> JudgeCheck:
         """Grade pairs with known answers: can this model judge? (:func:`~.check.check_judge`).
@@ -176,20 +168,20 @@ class LLMEvaluator:
 
     # -- batch sizing ------------------------------------------------------------------------
 
-    def _fixed_tokens(self, question_tokens: int, *, exact: bool = True) -> int:
+    def _fixed_tokens(self, question_tokens: int, *, propose: bool, exact: bool = True) -> int:
         """Tokens of a call that do not depend on its documents: prompts and reply reserve.
 
         Not ``exact``: the system prompt is estimated from its length (at most a token per three
         characters of English), so that sizing a batch in advance does not load tiktoken.
         """
-        system = prompts.grader_messages("", [], propose=bool(self.propose))[0]["content"]
+        system = prompts.grader_messages("", [], propose=propose)[0]["content"]
         if not exact:
             system_tokens = len(system) // 3
         else:
-            if self._system_tokens is None:
-                self._system_tokens = self.counter.count(system)
-            system_tokens = self._system_tokens
-        reply = _REPLY_TOKENS_BASE + (_REPLY_TOKENS_PROPOSAL if self.propose else 0)
+            if propose not in self._system_tokens:
+                self._system_tokens[propose] = self.counter.count(system)
+            system_tokens = self._system_tokens[propose]
+        reply = _REPLY_TOKENS_BASE + (_REPLY_TOKENS_PROPOSAL if propose else 0)
         return system_tokens + 16 + question_tokens + reply  # 16: roles, "Question:", ...
 
     @property
@@ -197,15 +189,21 @@ class LLMEvaluator:
         """Documents judged per call while that many are left (the Evaluator protocol).
 
         Those of ``max_doc_tokens`` that fit ``context_tokens`` beside a question of up to 256
-        tokens, capped by ``batch_size``.
+        tokens and a proposal (unless ``propose=False``), capped by ``batch_size``.
         """
-        room = self.context_tokens - self._fixed_tokens(_QUESTION_TOKENS, exact=False)
+        propose = self.propose is not False
+        room = self.context_tokens - self._fixed_tokens(
+            _QUESTION_TOKENS, propose=propose, exact=False
+        )
         fit = room // (self.max_doc_tokens + _BLOCK_TOKENS + _REPLY_TOKENS_PER_DOC)
         return fit if self.batch_size is None else min(fit, self.batch_size)
 
-    def _batches(self, question: str, items: Sequence[_Item]) -> list[list[_Item]]:
+    def _batches(
+        self, question: str, items: Sequence[_Item], *, propose: bool
+    ) -> list[list[_Item]]:
         """Pack ``items`` in order into batches whose calls fit the context budget."""
-        room = self.context_tokens - self._fixed_tokens(self.counter.count(question))
+        fixed = self._fixed_tokens(self.counter.count(question), propose=propose)
+        room = self.context_tokens - fixed
         cap = self.batch_size or len(items)
         batches: list[list[_Item]] = []
         used = room  # forces a first batch
@@ -236,8 +234,12 @@ class LLMEvaluator:
             raise InputError("document ids repeat within one evaluate call")
         verdicts: dict[str, Verdict] = {}
         pending: list[_Item] = []
+        # the call shape (proposing or not, and its schema) is in the key: a verdict graded in
+        # one call mode is never served to the other
+        propose = self._proposes()
+        shape = prompts.verdict_shape(propose=propose)
         for doc in docs:
-            key = cache_key(question, doc.text, self.model_name, prompts.PROMPT_VERSION)
+            key = cache_key(question, doc.text, self.model_name, shape)
             cached = self.cache.get(key, doc.id)
             if cached is not None:
                 verdicts[doc.id] = cached
@@ -251,12 +253,12 @@ class LLMEvaluator:
         if alone:
             log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
         shared = [item for item in pending if not _flagged(item)]
-        batches = self._batches(question, shared) + alone
+        batches = self._batches(question, shared, propose=propose) + alone
         usage = Usage()
         with metering() as meter:
             try:
                 results = parallel_map(
-                    lambda batch: self._grade_batch(question, batch),
+                    lambda batch: self._grade_batch(question, batch, propose=propose),
                     batches,
                     max_workers=self.max_workers,
                 )
@@ -312,8 +314,12 @@ class LLMEvaluator:
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
         return reply
 
-    def _proposal(self, text: str) -> Proposal | None:
-        """The reply's ``next_query`` (with ``lacking``), or ``None`` when it has no usable one."""
+    def _proposal(self, text: str, verdicts: Iterable[Verdict]) -> Proposal | None:
+        """The reply's ``next_query``, or ``None`` when it has no usable one.
+
+        What it is for (``Proposal.lacking``) is what the relevant verdicts say is missing, or
+        a ``lacking`` the model wrote on its own.
+        """
         try:
             obj = parse_json_object(text, strict=False)
         except VerdictParseError:
@@ -321,8 +327,11 @@ class LLMEvaluator:
         query, lacking = obj.get("next_query"), obj.get("lacking")
         if not isinstance(query, str) or not query.strip():
             return None
-        lacking = " ".join(lacking.split()) if isinstance(lacking, str) else ""
-        return Proposal(" ".join(query.split()), lacking)
+        missing = [m for v in verdicts if v.relevant for m in v.missing]
+        said = (
+            " ".join(lacking.split())[: prompts.REASONING_CHARS] if isinstance(lacking, str) else ""
+        )
+        return Proposal(" ".join(query.split()), "; ".join(dict.fromkeys(missing)) or said)
 
     def _parse(self, text: str, ids: Sequence[str]) -> tuple[dict[str, Verdict], set[str]]:
         """Verdicts for the sent ``ids`` found in ``text``, and the ids answered in conflict.
@@ -383,7 +392,7 @@ class LLMEvaluator:
     # -- batches and singles -----------------------------------------------------------------
 
     def _grade_batch(
-        self, question: str, batch: Sequence[_Item]
+        self, question: str, batch: Sequence[_Item], *, propose: bool
     ) -> tuple[dict[str, Verdict], Usage, Proposal | None]:
         """Grade one batch; what its reply leaves out is asked again once, then ungraded.
 
@@ -393,15 +402,16 @@ class LLMEvaluator:
         would get the same reply). A batch of a document graded alone (injection-shaped) never
         proposes: its text could steer the proposal.
         """
-        propose = bool(self.propose) and not _flagged(batch[0])
+        shape = propose
+        propose = propose and not _flagged(batch[0])
         if len(batch) == 1 and not propose:
-            return (*self._grade_singles(question, batch), None)
+            return (*self._grade_singles(question, batch, shape=shape), None)
         ids = [i.document.id for i in batch]
         try:
             reply = self._call(question, batch, propose=propose)
         except LLMError as exc:
             if isinstance(exc, LLMResponseError) and exc.status in _SPLIT_STATUSES:
-                singles, more = self._grade_singles(question, batch)
+                singles, more = self._grade_singles(question, batch, shape=shape)
                 return singles, _FAILED + more, None
             if self.strict:
                 raise
@@ -425,20 +435,22 @@ class LLMEvaluator:
             groups = [[i] for i in missing if i.document.id in conflicts]
             groups += [rest] if found and rest else [[i] for i in rest]
             for graded, more in parallel_map(
-                lambda group: self._grade_group(question, group),
+                lambda group: self._grade_group(question, group, shape=shape),
                 groups,
                 max_workers=self.max_workers,
             ):
                 found.update(graded)
                 usage += more
-        proposal = self._proposal(reply.text) if propose else None
+        proposal = self._proposal(reply.text, found.values()) if propose else None
         return found, usage, proposal
 
     def _grade_singles(
-        self, question: str, items: Sequence[_Item]
+        self, question: str, items: Sequence[_Item], *, shape: bool
     ) -> tuple[dict[str, Verdict], Usage]:
         results = parallel_map(
-            lambda item: self._grade_group(question, [item]), items, max_workers=self.max_workers
+            lambda item: self._grade_group(question, [item], shape=shape),
+            items,
+            max_workers=self.max_workers,
         )
         usage = Usage()
         found: dict[str, Verdict] = {}
@@ -448,7 +460,7 @@ class LLMEvaluator:
         return found, usage
 
     def _grade_group(
-        self, question: str, items: Sequence[_Item]
+        self, question: str, items: Sequence[_Item], *, shape: bool
     ) -> tuple[dict[str, Verdict], Usage]:
         """One call for exactly ``items``; what its reply lacks becomes ungraded.
 
@@ -458,7 +470,7 @@ class LLMEvaluator:
         asked without a proposal.
         """
         ids = [i.document.id for i in items]
-        shape = bool(self.propose) and not any(_flagged(i) for i in items)
+        shape = shape and not any(_flagged(i) for i in items)
         try:
             reply = self._call(question, items, propose=shape)
         except LLMError as exc:

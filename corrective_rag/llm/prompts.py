@@ -8,10 +8,12 @@ the verdict cache key: change it whenever a prompt's wording changes what a mode
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from corrective_rag.types import Document
@@ -37,9 +39,10 @@ __all__ = [
     "support_messages",
     "support_schema",
     "verdict_schema",
+    "verdict_shape",
 ]
 
-PROMPT_VERSION = "crag-prompts/4"
+PROMPT_VERSION = "crag-prompts/5"
 
 # A verdict's reasoning and missing are short by contract: the prompt says so in words, the schema
 # caps their characters (a server enforcing json_schema cannot exceed it), and the evaluator's
@@ -66,20 +69,21 @@ _GRADE = (
     '"confidence": 0-1'
 )
 
-GRADER_SYSTEM = (
-    f'{_GRADE}, "reasoning": "at most {REASONING_WORDS} words", '
-    f'"missing": "what it lacks, at most {REASONING_WORDS} words, or null"}}]}}'
+# Every verdict, in both call modes, says in a few words why (reasoning) and, when relevant, what
+# of the question it leaves unanswered (missing): the history shows why each document was kept,
+# and the stop rule reads the kept verdicts' missing (loop/stopping.py). An irrelevant one's
+# missing is null: nothing reads it, and generated tokens are the slow part of a call.
+_VERDICT = (
+    f'{_GRADE}, "reasoning": "why, at most {REASONING_WORDS} words", '
+    '"missing": "if relevant, what it leaves unanswered, else null"'
 )
 
-# Judge and propose: the grading call also says what the question still needs and one search
-# for it, so that the loop needs no separate rewriting call (the rewriter checks the proposal).
-# Its verdicts are lean: what the documents lack is said once per call (lacking), and no
-# reasoning is written per document; a model's generated tokens are the slowest part of a call,
-# and only the two-call rewriter's prompt quotes reasoning and missing (docs/llm-calls.md).
-PROPOSE_RULE = (
-    '}], "lacking": "what the relevant ones leave unanswered", '
-    '"next_query": "a few keywords to search for it, not the question"}'
-)
+GRADER_SYSTEM = f"{_VERDICT}}}]}}"
+
+# Judge and propose: the grading call also proposes one search for what the relevant documents
+# leave unanswered (their missing, which is also the proposal's ``lacking``), so that the loop
+# needs no separate rewriting call (the rewriter checks the proposal).
+PROPOSE_RULE = '}], "next_query": "keywords for what is missing, not the question"}'
 
 REWRITER_SYSTEM = (
     "You rewrite search queries for a retrieval system whose results did not answer a user's "
@@ -152,7 +156,7 @@ def grader_messages(
     question: str, documents: Sequence[tuple[str, str]], *, propose: bool = False
 ) -> list[dict[str, str]]:
     """Messages asking for one verdict per ``(id, text)`` document (and a proposal: ``propose``)."""
-    system = f"{_GRADE}{PROPOSE_RULE}" if propose else GRADER_SYSTEM
+    system = f"{_VERDICT}{PROPOSE_RULE}" if propose else GRADER_SYSTEM
     user = f"Question: {question}\n{_blocks(documents)}"
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -163,18 +167,17 @@ def verdict_schema(*, propose: bool = False) -> dict[str, Any]:
     It lists no ids: a server that puts the schema into the prompt (before the messages) would
     otherwise see a different prompt from its first token at every call, and reuse nothing of
     the instructions and question from its prefix cache. The evaluator refuses ids it did not
-    send. With ``propose`` the reply carries ``lacking`` and ``next_query`` (judge and propose)
-    and its verdicts neither ``reasoning`` nor ``missing``.
+    send. Every verdict carries ``reasoning`` and ``missing`` in both modes; with ``propose``
+    the reply also carries ``next_query`` (judge and propose).
     """
     properties: dict[str, Any] = {
         "id": {"type": "string"},
         "relevant": {"type": "boolean"},
         "score": {"type": "number", "minimum": 0, "maximum": 1},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "reasoning": {"type": "string", "maxLength": REASONING_CHARS},
+        "missing": {"type": ["string", "null"], "maxLength": REASONING_CHARS},
     }
-    if not propose:
-        properties["reasoning"] = {"type": "string", "maxLength": REASONING_CHARS}
-        properties["missing"] = {"type": ["string", "null"], "maxLength": REASONING_CHARS}
     verdict = {
         "type": "object",
         "properties": properties,
@@ -184,9 +187,8 @@ def verdict_schema(*, propose: bool = False) -> dict[str, Any]:
     reply: dict[str, Any] = {"verdicts": {"type": "array", "items": verdict}}
     required = ["verdicts"]
     if propose:
-        reply["lacking"] = {"type": "string", "maxLength": REASONING_CHARS}
         reply["next_query"] = {"type": "string", "maxLength": QUERY_CHARS}
-        required += ["lacking", "next_query"]
+        required += ["next_query"]
     return {
         "title": "verdicts",
         "type": "object",
@@ -194,6 +196,18 @@ def verdict_schema(*, propose: bool = False) -> dict[str, Any]:
         "required": required,
         "additionalProperties": False,
     }
+
+
+@lru_cache(maxsize=2)
+def verdict_shape(*, propose: bool = False) -> str:
+    """What a grading reply's content depends on besides the question, text and model.
+
+    The prompt version, the call shape and a digest of the schema: part of the verdict cache
+    key, so that a verdict graded in one call mode is never served to the other.
+    """
+    schema = json.dumps(verdict_schema(propose=propose), sort_keys=True)
+    digest = hashlib.sha256(schema.encode()).hexdigest()[:12]
+    return f"{PROMPT_VERSION}/{'propose' if propose else 'grade'}/{digest}"
 
 
 def rewriter_messages(

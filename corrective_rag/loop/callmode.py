@@ -1,25 +1,35 @@
 """The call mode: whether the grading call also proposes the next query.
 
-``one-call`` (the default): an evaluator that can propose (it has ``proposing()``,
-:class:`~corrective_rag.protocols.ProposingEvaluator`, as ``LLMEvaluator`` does) is asked to
-propose the next query in its grading call when the rewriter reads proposals (it declares
-``reads_proposal = True``, as ``LLMRewriter`` does): the rewriter checks that proposal instead
-of calling its model, so an iteration costs one call. ``two-call``: the evaluator grades as
-given, and the rewriter makes a call of its own (give the rewriter a model of its own this way).
-An evaluator built with an explicit ``propose=True`` or ``False`` keeps it in either mode.
+``one-call`` (the default): the loop asks the evaluator's grading call to propose the next query
+(judge and propose), and hands that proposal to the rewriter, which checks it instead of calling
+a model of its own: an iteration costs one call. ``two-call``: the evaluator grades only, and the
+rewriter makes a call of its own (give the rewriter a model of its own this way). An evaluator
+built with an explicit ``propose=True`` or ``False`` (``LLMEvaluator``) keeps it in either mode.
 
-Nothing here compares objects: wrapping the chat model in a proxy (a cache, a rate limiter, a
-tracer) changes no call.
+The request travels with the call, not on the objects (:mod:`corrective_rag.calls.proposals`):
+the loop's ``evaluate`` call runs inside :func:`grading_context`, and the proposal reaches the
+rewriter in its :class:`~corrective_rag.types.RewriteRequest`. So a user's wrapper around the
+evaluator, the rewriter or the chat model (a logger, a cache, a rate limiter, a tracer) changes
+no call. Only :func:`unused_rewriter_model` looks at the objects, to warn of a set-up that
+cannot mean what it says.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from typing import Literal
 
+from corrective_rag.calls.proposals import asking_proposals
 from corrective_rag.errors import ConfigError
-from corrective_rag.protocols import Evaluator, ProposingEvaluator
 
-__all__ = ["CALL_MODES", "CallMode", "check_call_mode", "grading_evaluator"]
+__all__ = [
+    "CALL_MODES",
+    "CallMode",
+    "check_call_mode",
+    "grading_context",
+    "unused_rewriter_model",
+]
 
 CallMode = Literal["one-call", "two-call"]
 CALL_MODES: tuple[CallMode, ...] = ("one-call", "two-call")
@@ -32,17 +42,43 @@ def check_call_mode(call_mode: object) -> CallMode:
         ConfigError: it is not.
     """
     for mode in CALL_MODES:
-        if call_mode == mode:
+        if isinstance(call_mode, str) and call_mode == mode:
             return mode
     raise ConfigError(f"call_mode must be one of {', '.join(CALL_MODES)}, got {call_mode!r}")
 
 
-def grading_evaluator(evaluator: Evaluator, rewriter: object, call_mode: CallMode) -> Evaluator:
-    """The evaluator the loop grades with: proposing in one-call mode, where that means anything.
+def grading_context(call_mode: CallMode) -> contextlib.AbstractContextManager[None]:
+    """The context the loop grades in: asking for a proposal in one-call mode only."""
+    return asking_proposals(call_mode == "one-call")
 
-    The user's evaluator is not changed: a proposing evaluator is its ``proposing()`` copy.
+
+def unused_rewriter_model(evaluator: object, rewriter: object, call_mode: CallMode) -> bool:
+    """Warn (and return ``True``) when the rewriter's own model would almost never be asked.
+
+    In one-call mode an ``LLMRewriter`` checks the grading call's proposal and calls its model
+    only when the reply held no usable one: a rewriter given another model than the
+    evaluator's (another server or model name: "a bigger model rewrites") would sit idle.
+    ``two-call`` is what such a set-up means. Only the package's own client is compared (a
+    proxy around the same model is no other model); wrapped components are not looked into.
     """
-    reads = getattr(rewriter, "reads_proposal", False) is True
-    if call_mode == "one-call" and reads and isinstance(evaluator, ProposingEvaluator):
-        return evaluator.proposing()
-    return evaluator
+    from corrective_rag.evaluate.llm import LLMEvaluator
+    from corrective_rag.llm.client import OpenAIChatClient
+    from corrective_rag.rewrite.llm import LLMRewriter
+
+    if call_mode != "one-call" or not isinstance(rewriter, LLMRewriter):
+        return False
+    if not isinstance(evaluator, LLMEvaluator) or evaluator.propose is False:
+        return False
+    mine, theirs = rewriter.chat, evaluator.chat
+    if not isinstance(mine, OpenAIChatClient) or not isinstance(theirs, OpenAIChatClient):
+        return False
+    if (mine.base_url, mine.model) == (theirs.base_url, theirs.model):
+        return False
+    warnings.warn(
+        f"call_mode='one-call': the LLMRewriter's model ({mine.model}) is not the "
+        f"LLMEvaluator's ({theirs.model}) and is asked only when a grading reply holds no "
+        "usable next query; pass call_mode='two-call' to have it write every rewrite",
+        UserWarning,
+        stacklevel=3,
+    )
+    return True

@@ -17,11 +17,12 @@ is a name here (:data:`~corrective_rag.loop.multiquery.QUERY_LEGS`, ``FEEDBACK_L
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.loop.multiquery import FEEDBACK_LEG, QUERY_LEGS
+from corrective_rag.protocols import FeedbackRewriter
 from corrective_rag.types import Hit, LegScore, Verdict
 
 # Lanes: its home is corrective_rag.loop
@@ -34,9 +35,9 @@ class Lanes:
 
     Attributes:
         feedback: search the free feedback lane (:mod:`corrective_rag.loop.feedback`).
-            ``None`` (the default): yes, unless the rewriter declares
-            ``writes_feedback_query = True`` (:class:`~corrective_rag.rewrite.local.
-            LocalRewriter`, whose rewrites are the kept documents' term query already).
+            ``None`` (the default): yes, unless the rewriter says its rewrites are that query
+            already (:class:`~corrective_rag.protocols.FeedbackRewriter`:
+            :class:`~corrective_rag.rewrite.local.LocalRewriter` does).
         idf: ``term -> idf`` for the feedback query (for example the hybrid store's ``idf``);
             ``None``: the judged documents' document frequencies stand in.
 
@@ -57,7 +58,8 @@ class Lanes:
         """Whether a loop with ``rewriter`` searches the feedback lane."""
         if self.feedback is not None:
             return self.feedback
-        return getattr(rewriter, "writes_feedback_query", False) is not True
+        declared = isinstance(rewriter, FeedbackRewriter) and rewriter.writes_feedback_query
+        return declared is not True
 
 
 def lane_queries(question: str, query: str, feedback: str | None) -> dict[str, str]:
@@ -86,7 +88,8 @@ def take_turns(
     documents were kept at least as often per document judged as the question's, the last time
     each was judged (``record``: lane -> kept, judged), takes slots in turn with the question
     instead, first if its rate is higher. So a rewrite adds to what the question finds and
-    wins slots by finding relevant documents, never just by being new.
+    wins slots by finding relevant documents, never just by being new. A lane never judged
+    before gets its probe even with one slot (``cap`` 1), the rewrite before the feedback lane.
     """
     lanes: dict[str, list[tuple[int, str]]] = {}
     for hit in hits:
@@ -107,20 +110,37 @@ def take_turns(
         ),
         key=lambda n: (-_rate(record, n), n != "question", n),
     )
-    probation = sorted(n for n in lanes if n not in trusted)
+    probation = _on_probation(lanes, trusted)
+    # a lane never judged yet gets its probe even when the slots are too few for the question's
+    # turn and a probe (top_k=1): one slot is held back from the trusted lanes' first turn
+    fresh = any(n not in record for n in probation)
     queues = {name: sorted(ranked) for name, ranked in lanes.items()}
     picked: dict[str, str] = {}
-    for group, once in ((trusted, True), (probation, True), (trusted, False), (probation, False)):
-        while len(picked) < cap and any(queues[name] for name in group):
+    passes = ((trusted, True), (probation, True), (trusted, False), (probation, False))
+    for number, (group, once) in enumerate(passes):
+        limit = cap - 1 if number == 0 and fresh and cap > 0 else cap
+        while len(picked) < limit and any(queues[name] for name in group):
             for name in group:
                 queue = queues[name]
                 while queue and queue[0][1] in picked:
                     queue.pop(0)
-                if queue and len(picked) < cap:
+                if queue and len(picked) < limit:
                     picked[queue.pop(0)[1]] = name
             if once:
                 break
     return picked
+
+
+def _on_probation(lanes: Collection[str], trusted: Collection[str]) -> list[str]:
+    """The lanes not trusted, the rewrite before the feedback lane (lane order).
+
+    So a rewrite gets its probe whenever one probe fits.
+    """
+    order = (*QUERY_LEGS, FEEDBACK_LEG)
+    return sorted(
+        (n for n in lanes if n not in trusted),
+        key=lambda n: (order.index(n) if n in order else len(order), n),
+    )
 
 
 def _rate(record: Mapping[str, tuple[int, int]], lane: str) -> float:

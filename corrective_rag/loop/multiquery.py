@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corrective_rag.protocols import Retriever
+from corrective_rag.protocols import ManyRetriever, Retriever
 from corrective_rag.store.fusion import reciprocal_rank_fusion
+from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.tracing import lane
 from corrective_rag.types import Document, Hit, LegScore
 
@@ -65,9 +66,11 @@ def _search_each(
 
     ``names`` are the queries' lanes, for a traced search (:func:`corrective_rag.tracing.lane`).
     """
-    many = getattr(retriever, "retrieve_many", None)
-    if len(queries) > 1 and callable(many):
-        return [list(hits) for hits in many(queries, top_k=top_k, where=where, lanes=names)]
+    if len(queries) > 1 and isinstance(retriever, HybridStore):  # lanes named on its spans
+        many = retriever.retrieve_many(queries, top_k=top_k, where=where, lanes=names)
+        return [list(hits) for hits in many]
+    if len(queries) > 1 and isinstance(retriever, ManyRetriever):  # the protocol's keywords only
+        return [list(hits) for hits in retriever.retrieve_many(queries, top_k=top_k, where=where)]
     lists = []
     for i, q in enumerate(queries):
         with lane(names[i] if i < len(names) else f"query{i + 1}"):

@@ -28,7 +28,7 @@ from corrective_rag.llm.spent import spent_before
 from corrective_rag.logs import get_logger
 from corrective_rag.loop.aio import arun, arun_batch, arun_each
 from corrective_rag.loop.budget import Budget, documents_per_call
-from corrective_rag.loop.callmode import CallMode, check_call_mode, grading_evaluator
+from corrective_rag.loop.callmode import CallMode, check_call_mode, unused_rewriter_model
 from corrective_rag.loop.iteration import iterations
 from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.refine import recompose, refine
@@ -120,11 +120,11 @@ class CorrectiveRAGOrchestrator:
         candidate_limit: most candidates asked of a retriever per query, when looking past
             documents already judged (>= ``top_k``).
         call_mode: ``"one-call"`` (the default): the grading call also proposes the next query
-            when the evaluator can (``LLMEvaluator``) and the rewriter reads proposals
-            (``LLMRewriter``), one LLM call per iteration; ``"two-call"``: the rewriter makes a
-            call of its own (for a rewriter with a model of its own). An explicit
-            ``LLMEvaluator(propose=...)`` is kept in either mode
-            (:mod:`corrective_rag.loop.callmode`).
+            where the evaluator can (``LLMEvaluator``, wrapped or not) and the rewriter checks
+            that proposal (``LLMRewriter``) instead of calling its model: one LLM call per
+            iteration; ``"two-call"``: the rewriter makes a call of its own (for a rewriter with
+            a model of its own). An explicit ``LLMEvaluator(propose=...)`` is kept in either
+            mode (:mod:`corrective_rag.loop.callmode`). Fixed at construction (read-only).
         lanes: the lane policy (:class:`~corrective_rag.loop.lanes.Lanes`): whether the free
             feedback lane is searched and with which idf; ``None``: ``Lanes()``, the feedback
             lane for every rewriter but ``LocalRewriter``.
@@ -153,11 +153,8 @@ class CorrectiveRAGOrchestrator:
         lanes: Lanes | None = None,
     ) -> None:
         _check_parts(retriever, evaluator, rewriter, generator, fallback)
-        self.call_mode = check_call_mode(call_mode)
-        # Knowledge refinement grades strips and reads no proposal: it uses the evaluator as
-        # given, so that it pays for no next_query.
-        self._strip_evaluator = evaluator
-        evaluator = grading_evaluator(evaluator, rewriter, self.call_mode)
+        self._call_mode = check_call_mode(call_mode)
+        unused_rewriter_model(evaluator, rewriter, self._call_mode)
         self.policy = _check_policy(policy, min_relevant, evaluator)
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget or None, got {budget!r}")
@@ -178,6 +175,18 @@ class CorrectiveRAGOrchestrator:
         self.refine = refine
         self.strip_sentences = _check_int("strip_sentences", strip_sentences, 1, 100)
         self._docs_per_call = documents_per_call(evaluator)
+
+    @property
+    def call_mode(self) -> CallMode:
+        """``"one-call"`` or ``"two-call"``, as built (a new orchestrator changes it)."""
+        return self._call_mode
+
+    @call_mode.setter
+    def call_mode(self, value: object) -> None:
+        raise ConfigError(
+            f"call_mode is fixed when the orchestrator is built (it is {self._call_mode!r}); "
+            f"build a new CorrectiveRAGOrchestrator(..., call_mode={value!r})"
+        )
 
     @traced_run
     def run(
@@ -256,6 +265,7 @@ class CorrectiveRAGOrchestrator:
             candidate_limit=self.candidate_limit,
             docs_per_call=self._docs_per_call,
             feedback=LocalRewriter(idf=self.lanes.idf) if feeds else None,
+            call_mode=self._call_mode,
         )
 
     def _loop(self, st: RunState, run_id: str, started_at: str, most: int, rlog: Any) -> RunResult:
@@ -303,7 +313,7 @@ class CorrectiveRAGOrchestrator:
             refinement = refine(
                 st.question,
                 documents,
-                self._strip_evaluator,
+                self.evaluator,  # outside the grading context: strips ask for no next query
                 self.policy,
                 sentences=self.strip_sentences,
                 max_strips=cap,

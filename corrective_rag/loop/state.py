@@ -12,6 +12,7 @@ from typing import Any
 
 from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.loop.budget import Budget
+from corrective_rag.loop.callmode import CallMode
 from corrective_rag.protocols import Evaluator, Retriever, Rewriter
 from corrective_rag.rewrite.local import LocalRewriter
 from corrective_rag.types import (
@@ -34,9 +35,9 @@ __all__ = ["Parts", "RunState", "Step", "kept_order", "proposal_of"]
 class Parts:
     """What the orchestrator hands each run: its components and settings, checked.
 
-    ``evaluator`` is the one the loop grades with (proposing in one-call mode,
-    :mod:`corrective_rag.loop.callmode`); ``feedback`` makes the feedback lane's query, ``None``
-    when the loop searches no such lane (:class:`~corrective_rag.loop.lanes.Lanes`).
+    ``call_mode`` says whether the grading calls propose (:mod:`corrective_rag.loop.callmode`);
+    ``feedback`` makes the feedback lane's query, ``None`` when the loop searches no such lane
+    (:class:`~corrective_rag.loop.lanes.Lanes`).
     """
 
     retriever: Retriever
@@ -47,6 +48,7 @@ class Parts:
     candidate_limit: int
     docs_per_call: int | None
     feedback: LocalRewriter | None
+    call_mode: CallMode = "one-call"
 
 
 @dataclass(slots=True)

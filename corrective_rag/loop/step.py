@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from corrective_rag.errors import LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, decide
 from corrective_rag.llm.spent import spent_before
+from corrective_rag.loop.callmode import grading_context
 from corrective_rag.loop.lanes import take_turns
 from corrective_rag.loop.multiquery import search_queries
 from corrective_rag.loop.state import Parts, RunState, Step
@@ -41,9 +42,10 @@ def judge_source(
     proposal = None
     if fresh:
         documents = [h.document for h in fresh]
-        verdicts, usage, proposal = evaluate(
-            parts.evaluator, st.question, documents, st.judged_docs
-        )
+        with grading_context(parts.call_mode):  # one-call: the grading call proposes
+            verdicts, usage, proposal = evaluate(
+                parts.evaluator, st.question, documents, st.judged_docs
+            )
     # Charge the run at once, so that a fallback step in this iteration sees this spend.
     st.usage = st.usage + PhaseUsage(grading=usage)
     docs = {h.document.id: h.document for h in fresh}

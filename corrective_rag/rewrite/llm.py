@@ -15,7 +15,7 @@ searched beside this rewriter's: :mod:`corrective_rag.loop.feedback`.)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
@@ -47,10 +47,6 @@ class LLMRewriter:
         max_feedback: at most this many judged documents are described (kept ones first).
         excerpt_chars: characters of each kept document quoted as "what it contained".
     """
-
-    # it checks the evaluator's proposal instead of calling its model: in the loop's one-call
-    # mode the grading call proposes (loop/callmode.py)
-    reads_proposal: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -18,7 +18,6 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.logs import get_logger
@@ -79,9 +78,14 @@ class LocalRewriter:
         max_missing_terms: how many of the question's still-unmatched terms to carry.
     """
 
-    # its rewrites are the kept documents' term query already: the loop adds no free feedback
-    # lane beside them (loop/lanes.py)
-    writes_feedback_query: ClassVar[bool] = True
+    @property
+    def writes_feedback_query(self) -> bool:
+        """``True``: its rewrites are the kept documents' term query already.
+
+        So the loop adds no free feedback lane beside them (:class:`~corrective_rag.protocols.
+        FeedbackRewriter`).
+        """
+        return True
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ back objects that never went through them).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from corrective_rag.errors import CorrectiveRAGError
@@ -195,6 +195,9 @@ def _missing_violations(evaluation: Evaluation, probe: Probe) -> list[str]:
 def check_evaluator(evaluator: object, probes: Sequence[Probe] = PROBES) -> None:
     """Run the contract on ``evaluator`` over ``probes``.
 
+    An exception an evaluator raises on a well-formed call (any, not only the package's) is
+    reported as a violation, never raised through.
+
     Raises:
         ContractViolation: listing every rule broken (nothing raised: the evaluator passes).
     """
@@ -209,21 +212,34 @@ def check_evaluator(evaluator: object, probes: Sequence[Probe] = PROBES) -> None
     if not callable(evaluate):
         raise ContractViolation([*found, "evaluator has no evaluate(question, documents)"])
     for probe in probes:
-        try:
-            evaluation = evaluate(probe.question, list(probe.documents))
-        except CorrectiveRAGError as exc:
-            found.append(f"evaluate raised on a well-formed call: {type(exc).__name__}: {exc}")
+        evaluation = _called(evaluate, probe.question, probe.documents, found)
+        if evaluation is None:
             continue
         found += _evaluation_violations(evaluation, probe.documents, per_call)
         if isinstance(evaluation, Evaluation):
             found += _missing_violations(evaluation, probe)
         if len(probe.documents) > 1:  # the same documents in the other order: same ids back
-            backwards = list(reversed(probe.documents))
-            found += _evaluation_violations(
-                evaluate(probe.question, backwards), backwards, per_call
-            )
-    empty = evaluate(probes[0].question, []) if probes else Evaluation(())
-    if not isinstance(empty, Evaluation) or empty.verdicts:
+            backwards = tuple(reversed(probe.documents))
+            again = _called(evaluate, probe.question, backwards, found)
+            if again is not None:
+                found += _evaluation_violations(again, backwards, per_call)
+    empty = _called(evaluate, probes[0].question, (), found) if probes else Evaluation(())
+    if empty is not None and (not isinstance(empty, Evaluation) or empty.verdicts):
         found.append("no documents must give an Evaluation with no verdicts")
     if found:
         raise ContractViolation(list(dict.fromkeys(found)))
+
+
+def _called(
+    evaluate: Callable[..., object],
+    question: str,
+    documents: Sequence[Document],
+    found: list[str],
+) -> object | None:
+    """``evaluate(question, documents)``; ``None`` when it raised (the violation is added)."""
+    try:
+        return evaluate(question, list(documents))
+    except Exception as exc:  # whatever a user's evaluator raises is reported
+        kind = "" if isinstance(exc, CorrectiveRAGError) else " (not the package's error tree)"
+        found.append(f"evaluate raised on a well-formed call{kind}: {type(exc).__name__}: {exc}")
+        return None

@@ -50,14 +50,12 @@ def default_reply(request: Mapping[str, Any]) -> str:
                     "score": score,
                     "confidence": 0.9,
                     "reasoning": f"shares {score:.0%} of the question's terms",
-                    "missing": None if score >= 0.5 else "the question's main terms",
+                    "missing": None,  # relevant when it holds the terms: nothing missing
                 }
             )
         if prompts.PROPOSE_RULE not in system:
             return json.dumps({"verdicts": verdicts})
-        lacking = "nothing" if any(v["relevant"] for v in verdicts) else "the question's terms"
-        proposal = {"lacking": lacking, "next_query": f"{question} background 1"}
-        return json.dumps({"verdicts": verdicts, **proposal})
+        return json.dumps({"verdicts": verdicts, "next_query": f"{question} background 1"})
     if system.startswith(prompts.REWRITER_SYSTEM[:40]):
         tried = user.count("\n- ")
         return json.dumps({"query": f"{question} background {tried}", "rationale": "broaden"})

@@ -29,6 +29,7 @@ from typing import Any
 
 from corrective_rag.testing.faults import Fault, FaultChooser
 from corrective_rag.testing.replies import default_reply
+from corrective_rag.testing.schema_fit import fit_reply
 
 # ScriptedLLMServer: its home is corrective_rag.testing
 __all__: list[str] = []
@@ -155,7 +156,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
             self._await_hangup(owner)
             return
-        text = fault.body if fault and kind == "content" else owner.reply(request)
+        if fault and kind == "content":
+            text = fault.body  # a scripted fault is sent as written
+        else:
+            text = owner.reply(request)
+            if owner.obey_schema:  # what a server enforcing the schema could send
+                text = fit_reply(text, request)
         finish = fault.finish_reason if fault and kind == "content" else "stop"
         usage = self._usage(owner, request, text)
         if request.get("stream") is True and owner.streaming:
@@ -277,6 +283,11 @@ class ScriptedLLMServer:
             ``stream`` and answer with one body, as some servers do).
         reject_stream: answer any request naming ``stream`` with HTTP 400, as a server that
             refuses unknown fields does.
+        obey_schema: fit every reply to the JSON schema its request sent
+            (:func:`~corrective_rag.testing.schema_fit.fit_to_schema`: keys the schema forbids
+            dropped, strings cut to ``maxLength``), as a server enforcing ``json_schema`` does;
+            ``False``: send replies as scripted, a server that breaks the schema (robustness
+            tests). Scripted ``Fault.content`` bodies are always sent as written.
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
             deterministic when requests from many threads arrive in any order. Faults queued
@@ -304,6 +315,7 @@ class ScriptedLLMServer:
         count_tokens: Callable[[str], int] | None = None,
         streaming: bool = True,
         reject_stream: bool = False,
+        obey_schema: bool = True,
     ) -> None:
         self.reply: Reply = reply or default_reply
         self.latency = latency
@@ -318,6 +330,7 @@ class ScriptedLLMServer:
         self.connections = 0
         self.streaming = streaming
         self.reject_stream = reject_stream
+        self.obey_schema = obey_schema
         self._in_flight = 0
         self._faults: deque[Fault | None] = deque()
         self._chooser = faults

@@ -78,6 +78,8 @@ class _Wrong:
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         verdicts = [Verdict(d.id, True, Relevance.HIGH, 0.9, 0.9) for d in documents]
+        if self.how == "keyerror":
+            return self._by_id(question, documents)
         if self.how == "reversed":
             verdicts.reverse()
         elif self.how == "dropped" and verdicts:
@@ -104,6 +106,20 @@ class _Wrong:
         usage = Usage(llm_calls=-1) if self.how == "negative-usage" else Usage()
         return Evaluation(tuple(verdicts), usage)
 
+    def _by_id(self, question: str, documents: Sequence[Document]) -> Evaluation:
+        """A judge that remembers verdicts by document id and assumes one question's ids."""
+        cache: dict[str, Verdict] = self.__dict__.setdefault("cache", {})
+        verdicts = []
+        for d in documents:
+            if d.id not in cache:
+                if self.how == "keyerror" and cache:
+                    raise KeyError(d.id)  # it assumed one question's ids
+                good = any(w in d.text for w in ("Jupiter", "Vienna"))
+                label = Relevance.HIGH if good else Relevance.LOW
+                cache[d.id] = Verdict(d.id, good, label, 0.9 if good else 0.1, 0.9)
+            verdicts.append(cache[d.id])
+        return Evaluation(tuple(verdicts))
+
 
 @pytest.mark.parametrize(
     ("how", "rule"),
@@ -118,6 +134,7 @@ class _Wrong:
         ("counted-ungraded", "label must be a Relevance"),
         ("dict", "must be a Verdict"),
         ("negative-usage", "non-negative"),
+        ("keyerror", "KeyError"),
     ],
 )
 def test_a_wrong_evaluator_fails_the_suite(how: str, rule: str) -> None:

@@ -245,9 +245,34 @@ def test_every_grading_call_of_a_question_sends_the_same_schema_and_prefix():
     assert second["messages"][1]["content"].startswith(shared)
 
 
-def test_one_call_verdicts_carry_neither_reasoning_nor_missing():
-    """Judge and propose asks for lean verdicts: what is lacking is said once per call."""
-    verdict = prompts.verdict_schema(propose=True)["properties"]["verdicts"]["items"]
-    assert ["id", "relevant", "score", "confidence"] == verdict["required"]
-    two_call = prompts.verdict_schema()["properties"]["verdicts"]["items"]
-    assert {"reasoning", "missing"} <= set(two_call["required"])
+def test_verdicts_carry_reasoning_and_missing_in_both_call_modes():
+    """Both schemas require a reasoning and a missing per verdict: neither mode forbids them."""
+    for propose in (False, True):
+        verdict = prompts.verdict_schema(propose=propose)["properties"]["verdicts"]["items"]
+        assert {"reasoning", "missing"} <= set(verdict["required"])
+        assert verdict["additionalProperties"] is False
+        system = prompts.grader_messages(QUESTION, [], propose=propose)[0]["content"]
+        assert '"reasoning"' in system and '"missing"' in system
+
+
+def test_one_call_verdicts_from_a_schema_honest_server_carry_reasoning():
+    """A server that sends only what the proposing schema allows still gives reasons."""
+    with ScriptedLLMServer(obey_schema=True) as srv:
+        evaluator = LLMEvaluator(client(srv), propose=True, cache=VerdictCache(0))
+        evaluation = evaluator.evaluate(QUESTION, docs(3))
+    assert evaluation.proposal is not None
+    assert all(v.reasoning for v in evaluation.verdicts)
+    assert all(v.reasoning.startswith("shares ") for v in evaluation.verdicts)
+
+
+def test_the_verdict_cache_keeps_call_modes_apart():
+    """A verdict graded while proposing is not served to a grading-only call, nor back."""
+    cache = VerdictCache()
+    with ScriptedLLMServer() as srv:
+        LLMEvaluator(client(srv), propose=True, cache=cache).evaluate(QUESTION, docs(2))
+        LLMEvaluator(client(srv), propose=False, cache=cache).evaluate(QUESTION, docs(2))
+        assert 2 == srv.request_count
+        LLMEvaluator(client(srv), propose=True, cache=cache).evaluate(QUESTION, docs(2))
+        assert 2 == srv.request_count  # the proposing shape's verdicts are cached for it
+    assert prompts.verdict_shape(propose=True) != prompts.verdict_shape(propose=False)
+    assert prompts.PROMPT_VERSION in prompts.verdict_shape(propose=True)
