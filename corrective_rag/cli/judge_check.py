@@ -44,6 +44,7 @@ def run_judge_check(args: argparse.Namespace) -> int:
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.text.display import json_safe, printable
     from corrective_rag.text.secrets import redact, redact_tree
+    from corrective_rag.text.urls import mask_url
 
     url = args.llm_url or os.environ.get("OPENAI_BASE_URL") or None
     if url is None:
@@ -63,7 +64,7 @@ def run_judge_check(args: argparse.Namespace) -> int:
         figures = redact_tree({**dataclasses.asdict(result), "passed": result.passed}, keys)
         text = json_safe(json.dumps(figures, indent=2, ensure_ascii=False))
     else:
-        text = render_check(result, f"{args.model} at {url}")
+        text = render_check(result, f"{args.model} at {mask_url(url)}")
         text = printable(redact(text, keys), keep_newlines=True)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
