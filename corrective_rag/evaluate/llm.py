@@ -163,16 +163,17 @@ class LLMEvaluator:
         proposing._system_tokens = None  # the proposing prompt is longer
         return proposing
 
-    def check(self, *, min_agreement: float = 0.7) -> JudgeCheck:
+    def check(self, *, min_agreement: float = 0.7, max_seconds: float | None = 300.0) -> JudgeCheck:
         """Grade pairs with known answers: can this model judge? (:func:`~.check.check_judge`).
 
-        Graded afresh (this evaluator's cache is neither read nor filled).
+        Graded afresh (this evaluator's cache is neither read nor filled), within ``max_seconds``
+        in all (``check.CHECK_SECONDS``; ``None``: only the calls' own timeouts).
         """
         from corrective_rag.evaluate.check import check_judge
 
         fresh = copy.copy(self)
         fresh.cache = VerdictCache(0)
-        return check_judge(fresh, min_agreement=min_agreement)
+        return check_judge(fresh, min_agreement=min_agreement, max_seconds=max_seconds)
 
     # -- batch sizing ------------------------------------------------------------------------
 
