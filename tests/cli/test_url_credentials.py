@@ -133,6 +133,19 @@ def test_run_batch_and_judge_check_never_show_the_password(store, failing, tmp_p
     _assert_hidden(spans, "the spans")
 
 
+def test_a_key_in_the_url_query_is_never_shown(store, failing, capsys):
+    """``--llm-url ...?api_key=KEY`` with ``--verbose``: every log line and error line shows
+    ``api_key=***``, never the key."""
+    key = "K0123456789abcdef"
+    url = failing.base_url + f"?api_key={key}"
+    argv = ["--verbose", "run", "Which moon?", "--store", str(store), "--llm-url", url]
+    main([*argv, "--model", "m", "--max-retries", "0"])
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert "api_key=***" in shown
+    assert key not in shown
+
+
 def test_an_unreachable_url_is_reported_masked(store, capsys):
     """Nothing listening at the URL: the one error line names it with the password masked."""
     with ScriptedLLMServer() as server:
