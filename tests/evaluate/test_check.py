@@ -167,3 +167,15 @@ def test_the_checks_deadline_ends_it_and_the_questions_left_are_not_asked():
     assert "(1 of 8 questions asked)" in result.problems[0]
     assert result.seconds >= 0.2
     assert result.seconds_per_call > 0
+
+
+def test_the_default_deadline_is_one_number_everywhere():
+    """LLMEvaluator.check and ``judge-check --deadline`` default to CHECK_SECONDS."""
+    import inspect
+
+    from corrective_rag.cli.main import build_parser
+    from corrective_rag.evaluate.check import CHECK_SECONDS
+
+    assert CHECK_SECONDS == inspect.signature(LLMEvaluator.check).parameters["max_seconds"].default
+    args = build_parser().parse_args(["judge-check", "--llm-url", "http://h/v1", "--model", "m"])
+    assert CHECK_SECONDS == args.deadline
