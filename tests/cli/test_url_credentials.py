@@ -107,7 +107,8 @@ def test_run_batch_and_judge_check_never_show_the_password(store, failing, tmp_p
     _EXPORTER.clear()
     shown: list[str] = []
     main(["--verbose", "run", "Which moon is largest?", *_llm(failing, store)])
-    shown.append(capsys.readouterr().out + capsys.readouterr().err)
+    captured = capsys.readouterr()
+    shown.append(captured.out + captured.err)
     queries = tmp_path / "queries.jsonl"
     queries.write_text('{"id": "q1", "query": "Which moon is largest?"}\n')
     out = tmp_path / "results.jsonl"
