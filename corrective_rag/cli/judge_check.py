@@ -27,6 +27,13 @@ def add_judge_check_parser(sub: Any, leaf: Any, seconds: Any, non_negative: Any)
     p.add_argument("--model", required=True, metavar="NAME", help="model name sent to it")
     p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS")
     p.add_argument("--max-retries", type=non_negative, default=None, metavar="N")
+    p.add_argument(
+        "--deadline",
+        type=seconds,
+        default=300.0,  # = evaluate.check.CHECK_SECONDS (not imported: startup time)
+        metavar="SECONDS",
+        help="most seconds the whole check may take (default: 300)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler="cmd_judge_check")
 
@@ -44,6 +51,7 @@ def run_judge_check(args: argparse.Namespace) -> int:
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.text.display import json_safe, printable
     from corrective_rag.text.secrets import redact, redact_tree
+    from corrective_rag.text.urls import mask_url
 
     url = args.llm_url or os.environ.get("OPENAI_BASE_URL") or None
     if url is None:
@@ -57,13 +65,13 @@ def run_judge_check(args: argparse.Namespace) -> int:
         timeouts=timeouts,
         retries=retries,
     )
-    result = LLMEvaluator(chat).check()
+    result = LLMEvaluator(chat).check(max_seconds=args.deadline)
     keys = secrets()
     if args.json:
         figures = redact_tree({**dataclasses.asdict(result), "passed": result.passed}, keys)
         text = json_safe(json.dumps(figures, indent=2, ensure_ascii=False))
     else:
-        text = render_check(result, f"{args.model} at {url}")
+        text = render_check(result, f"{args.model} at {mask_url(url)}")
         text = printable(redact(text, keys), keep_newlines=True)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
@@ -85,6 +93,7 @@ def render_check(result: Any, judge: str) -> str:
         f"ungraded          {result.ungraded_share:.2f}",
         f"calls             {result.calls}",
         f"seconds per call  {result.seconds_per_call:.2f}",
+        f"seconds in all    {result.seconds:.1f}",
         f"tokens per call   {result.tokens_per_call:.0f}",
     ]
     if result.passed:

@@ -133,9 +133,11 @@ def check_reachable(base_url: str) -> None:
     """
     import requests
 
+    from corrective_rag.text.urls import mask_url
     from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded
 
     url = base_url.rstrip("/") + "/models"
+    shown = mask_url(base_url)  # a gateway's user:password never reaches a message
 
     def probe(transfer: Transfer[int]) -> int:
         response = requests.get(url, timeout=_REACH_TIMEOUT, stream=True, allow_redirects=False)
@@ -144,20 +146,20 @@ def check_reachable(base_url: str) -> None:
         return response.status_code
 
     silent = (
-        f"the LLM server at {base_url} accepted the connection but sent no answer within "
+        f"the LLM server at {shown} accepted the connection but sent no answer within "
         f"{_REACH_TIMEOUT:g} s (still loading a model? a proxy in between?)"
     )
     try:
-        bounded(probe, time.monotonic() + _REACH_TIMEOUT, f"GET {url}")
+        bounded(probe, time.monotonic() + _REACH_TIMEOUT, f"GET {mask_url(url)}")
     except (TransferTimeout, requests.ReadTimeout) as exc:
         raise LLMTransportError(silent) from exc
     except requests.ConnectionError as exc:  # refused, unknown host, connect timeout
         reason = type(exc).__name__
         raise LLMTransportError(
-            f"cannot reach the LLM server at {base_url}: nothing answers there ({reason})"
+            f"cannot reach the LLM server at {shown}: nothing answers there ({reason})"
         ) from exc
     except requests.RequestException as exc:
-        raise LLMTransportError(f"cannot reach the LLM server at {base_url}: {exc}") from exc
+        raise LLMTransportError(mask_url(f"cannot reach the LLM server at {shown}: {exc}")) from exc
 
 
 def _client_settings(opts: Options, *, local: bool) -> tuple[Any, Any]:

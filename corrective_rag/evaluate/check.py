@@ -4,7 +4,9 @@ A judge that calls every document relevant makes the loop keep everything and ga
 (measured: a 0.5B instruct model agreed with the qrels on 0.405 of documents and called all of
 them relevant), and nothing tells the user before a long batch. :func:`check_judge` grades the
 built-in pairs (:data:`~corrective_rag.evaluate.check_pairs.CHECK_PAIRS`), one evaluate call per
-question, and returns the figures with the reasons, if any, not to use the judge.
+question, and returns the figures with the reasons, if any, not to use the judge. The whole
+check has one deadline (:data:`CHECK_SECONDS` by default): a server that drips its replies
+cannot hold it for the calls' timeouts added up (8 questions at 60 s each: 483 s measured).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from corrective_rag.calls.scope import call_scope
+from corrective_rag.calls.settings import finite
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
 from corrective_rag.evaluate.check_pairs import CHECK_PAIRS, CheckPair
 from corrective_rag.protocols import Evaluator
 from corrective_rag.types import Usage, Verdict
 
 __all__ = [
+    "CHECK_SECONDS",
     "MAX_RELEVANT_SHARE",
     "MIN_AGREEMENT",
     "MIN_RELEVANT_SHARE",
@@ -32,6 +37,10 @@ MIN_AGREEMENT = 0.7  # above a judge that calls nothing relevant (17 of the 27 p
 # almost nothing. (SmolLM2-135M under llama.cpp graded 24 of the 27 and called all 24 relevant.)
 MAX_RELEVANT_SHARE = 0.9
 MIN_RELEVANT_SHARE = 0.05
+# Most seconds the whole check may take. A remote model answers the 8 calls in well under a
+# minute; SmolLM2-135M on 2 busy cores took 12 minutes (pass more with max_seconds /
+# --deadline for such a model). A judge that slow would also stall a long batch.
+CHECK_SECONDS = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +56,12 @@ class JudgeCheck:
         near_miss_relevant_share: share of the near misses the judge called relevant.
         ungraded_share: share of the pairs the judge left ungraded (unreadable replies, errors).
         calls: LLM calls made (0 for a judge that makes none).
-        seconds_per_call: the calls' mean latency; without LLM calls, seconds per question.
+        seconds_per_call: the calls' mean time: their summed latency, or the check's time
+            where that is longer (failed calls report no latency); without LLM calls, seconds
+            per question.
         tokens_per_call: prompt plus completion tokens per call (0 without calls).
         problems: why the judge should not be used; empty when it passes.
+        seconds: the whole check's time, measured.
     """
 
     pairs: int
@@ -62,6 +74,7 @@ class JudgeCheck:
     seconds_per_call: float
     tokens_per_call: float
     problems: tuple[str, ...]
+    seconds: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -74,15 +87,20 @@ def check_judge(
     pairs: Sequence[CheckPair] = CHECK_PAIRS,
     *,
     min_agreement: float = MIN_AGREEMENT,
+    max_seconds: float | None = CHECK_SECONDS,
 ) -> JudgeCheck:
     """Grade ``pairs`` with ``evaluator`` (one call per question) and judge the judge.
 
     A call that raises (a strict evaluator, a server that went away) leaves that question's
-    pairs ungraded and its reason among the problems; it does not end the check.
+    pairs ungraded and its reason among the problems; it does not end the check. The calls
+    run in one call scope ending ``max_seconds`` from now (``None``: no bound but the calls'
+    own): a call in flight then ends, the questions left are not asked, their pairs stay
+    ungraded and the deadline is among the problems.
 
     Raises:
         ConfigError: ``evaluator`` is not an Evaluator, ``pairs`` is empty or repeats a
-            document id within a question, or ``min_agreement`` is not in (0, 1].
+            document id within a question, ``min_agreement`` is not in (0, 1], or
+            ``max_seconds`` is not a positive number or None.
     """
     if not isinstance(evaluator, Evaluator):
         raise ConfigError(f"evaluator must implement Evaluator, got {evaluator!r}")
@@ -90,30 +108,57 @@ def check_judge(
         raise ConfigError("no pairs to check the judge on")
     if not 0 < min_agreement <= 1:
         raise ConfigError(f"min_agreement must be in (0, 1], got {min_agreement!r}")
+    if max_seconds is not None and (
+        isinstance(max_seconds, bool) or not finite(max_seconds) or max_seconds <= 0
+    ):
+        raise ConfigError(f"max_seconds must be a positive number or None, got {max_seconds!r}")
     by_question: dict[str, list[CheckPair]] = {}
     for pair in pairs:
         by_question.setdefault(pair.question, []).append(pair)
     judged: list[tuple[CheckPair, Verdict | None]] = []
     usage = Usage()
     errors: list[str] = []
-    started = time.perf_counter()
-    for question, group in by_question.items():
-        try:
-            evaluation = evaluator.evaluate(question, [p.document for p in group])
-        except CorrectiveRAGError as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-            judged += [(p, None) for p in group]
-            continue
-        usage += evaluation.usage
-        judged += list(zip(group, evaluation.verdicts, strict=True))
-    wall = time.perf_counter() - started
-    return _result(judged, usage, wall / len(by_question), errors, min_agreement)
+    started = time.monotonic()
+    asked = 0
+    with call_scope(seconds=max_seconds):
+        for question, group in by_question.items():
+            if max_seconds is not None and time.monotonic() - started >= max_seconds:
+                judged += [(p, None) for p in group]  # the deadline passed: not asked
+                continue
+            asked += 1
+            try:
+                evaluation = evaluator.evaluate(question, [p.document for p in group])
+            except CorrectiveRAGError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                judged += [(p, None) for p in group]
+                continue
+            usage += evaluation.usage
+            judged += list(zip(group, evaluation.verdicts, strict=True))
+    wall = time.monotonic() - started
+    result = _result(
+        judged,
+        usage,
+        wall=wall,
+        questions=len(by_question),
+        errors=errors,
+        min_agreement=min_agreement,
+    )
+    problems = result.problems
+    if max_seconds is not None and wall >= max_seconds:
+        late = (
+            f"the check's deadline of {max_seconds:g} s passed after {wall:.1f} s "
+            f"({asked} of {len(by_question)} questions asked): too slow a judge, or raise it"
+        )
+        problems = (late, *problems)
+    return replace(result, problems=problems, seconds=wall)
 
 
 def _result(
     judged: Sequence[tuple[CheckPair, Verdict | None]],
     usage: Usage,
-    seconds_per_question: float,
+    *,
+    wall: float,
+    questions: int,
     errors: Sequence[str],
     min_agreement: float,
 ) -> JudgeCheck:
@@ -132,7 +177,8 @@ def _result(
         ),
         ungraded_share=(n - len(graded)) / n,
         calls=calls,
-        seconds_per_call=usage.latency_seconds / calls if calls else seconds_per_question,
+        # Failed calls carry no latency: the check's own time is the floor of their sum.
+        seconds_per_call=max(usage.latency_seconds, wall) / calls if calls else wall / questions,
         tokens_per_call=usage.total_tokens / calls if calls else 0.0,
         problems=(),
     )

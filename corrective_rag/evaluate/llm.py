@@ -155,16 +155,17 @@ class LLMEvaluator:
         """Whether this evaluate call proposes: ``propose`` as given, else as the context asks."""
         return self.propose if self.propose is not None else proposals_wanted()
 
-    def check(self, *, min_agreement: float = 0.7) -> JudgeCheck:
+    def check(self, *, min_agreement: float = 0.7, max_seconds: float | None = 300.0) -> JudgeCheck:
         """Grade pairs with known answers: can this model judge? (:func:`~.check.check_judge`).
 
-        Graded afresh (this evaluator's cache is neither read nor filled).
+        Graded afresh (this evaluator's cache is neither read nor filled), within ``max_seconds``
+        in all (``check.CHECK_SECONDS``; ``None``: only the calls' own timeouts).
         """
         from corrective_rag.evaluate.check import check_judge
 
         fresh = copy.copy(self)
         fresh.cache = VerdictCache(0)
-        return check_judge(fresh, min_agreement=min_agreement)
+        return check_judge(fresh, min_agreement=min_agreement, max_seconds=max_seconds)
 
     # -- batch sizing ------------------------------------------------------------------------
 

@@ -19,6 +19,12 @@
   and one that refuses it (a 4xx naming it) is asked again without, remembered per client;
 - a body larger than ``max_response_bytes`` is never held in memory: reading stops at the cap;
 - at most ``max_concurrency`` requests are in flight across threads;
+- redirects are never followed: a 3xx is an ``LLMResponseError`` naming the status and where it
+  pointed (the prompt and the key would travel to wherever a server names, and a loop would
+  cost a request per hop);
+- credentials in ``base_url`` (``user:password@``, a ``?api_key=``) are sent, and masked
+  wherever the URL is shown (:func:`corrective_rag.text.urls.mask_url`): messages, log fields,
+  spans, ``repr``, ``base_url`` and ``url``;
 - the API key never appears in an error message, a log line or a reply.
 """
 
@@ -31,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
@@ -67,6 +73,7 @@ from corrective_rag.llm.stream import EVENT_STREAM, collect_events, is_event_str
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
+from corrective_rag.text.urls import mask_url, url_secrets
 from corrective_rag.tracing import traced_chat
 from corrective_rag.types import ChatReply
 
@@ -144,7 +151,7 @@ class OpenAIChatClient:
         rng: random.Random | None = None,
     ) -> None:
         if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https"):
-            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
+            raise ConfigError(f"base_url must be an http(s) URL, got {mask_url(str(base_url))!r}")
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("model must be a non-empty string")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
@@ -159,11 +166,14 @@ class OpenAIChatClient:
             raise ConfigError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
         if not _positive_int(max_response_bytes) or max_response_bytes < 1024:
             raise ConfigError(f"max_response_bytes must be >= 1024, got {max_response_bytes!r}")
-        root = base_url.rstrip("/")
-        if urlsplit(root).path in ("", "/"):
-            root += "/v1"
-        self.base_url = root
-        self.url = f"{root}/chat/completions"
+        # The path goes before a query string (a gateway's ?api-version= or ?key=).
+        parts = urlsplit(base_url.rstrip("/"))
+        path = parts.path.rstrip("/") or "/v1"
+        self._url = urlunsplit(parts._replace(path=f"{path}/chat/completions", fragment=""))
+        self._secrets = (api_key, *url_secrets(base_url))
+        # What is shown (messages, logs, spans, repr): credentials in the URL masked.
+        self.base_url = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
+        self.url = mask_url(self._url)
         self.model = model
         if timeout is not None:
             one_timeouts, one_retries = call_settings(timeout)
@@ -178,6 +188,7 @@ class OpenAIChatClient:
         self.max_response_bytes = max_response_bytes
         self._api_key = api_key
         self._session = session
+        self._owns_session = session is None  # close() closes only a session made here
         self._counter = token_counter
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -188,6 +199,24 @@ class OpenAIChatClient:
     def __repr__(self) -> str:
         key = "***" if self._api_key else None
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+
+    def __enter__(self) -> OpenAIChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections of the session this client made.
+
+        A session passed in is the caller's to close. A later call opens a new session.
+        """
+        if not self._owns_session:
+            return
+        with self._lock:
+            session, self._session = self._session, None
+        if session is not None:
+            session.close()
 
     @property
     def structured_mode(self) -> str:
@@ -350,7 +379,7 @@ class OpenAIChatClient:
         return headers
 
     def _redact(self, text: str) -> str:
-        return redact(text, [self._api_key])
+        return redact(text, self._secrets)
 
     def _session_or_new(self) -> requests.Session:
         with self._lock:
@@ -407,8 +436,10 @@ class OpenAIChatClient:
         assert response is not None  # set with body when error is None
         latency = time.monotonic() - started
         status = response.status_code
+        if 300 <= status < 400:
+            raise self._redirect(response)
         if status != 200:
-            text = self._redact(body.decode("utf-8", "replace"))
+            text = mask_url(self._redact(body.decode("utf-8", "replace")))
             message = f"{self.url} answered an error"
             hint = permanent_hint(status, text)
             if hint:
@@ -452,7 +483,12 @@ class OpenAIChatClient:
             left = max(0.001, end - time.monotonic())
             timeout = (min(self.timeouts.connect, left), min(self.timeouts.read, left))
             response = session.post(
-                self.url, json=payload, headers=self._headers(), timeout=timeout, stream=True
+                self._url,
+                json=payload,
+                headers=self._headers(),
+                timeout=timeout,
+                stream=True,
+                allow_redirects=False,  # the prompt and the key go to base_url and nowhere else
             )
             exchange.attach(response)
             try:
@@ -496,8 +532,20 @@ class OpenAIChatClient:
             return exc  # a bug or an injected session's own error: not ours to rename
         return LLMTransportError(self._describe("request failed", exc))
 
+    def _redirect(self, response: requests.Response) -> LLMResponseError:
+        """The error for a 3xx: never followed, with the status and the (masked) target."""
+        location = response.headers.get("Location")
+        target = mask_url(self._redact(urljoin(self._url, location))) if location else "nowhere"
+        log.info("llm_error_status", url=self.url, status=response.status_code)
+        return LLMResponseError(
+            f"{self.url} answered a redirect ({response.status_code}) to {target}, not followed "
+            "(the prompt and the key would travel with it): set --llm-url / base_url to where "
+            "the API answers",
+            status=response.status_code,
+        )
+
     def _describe(self, what: str, exc: BaseException) -> str:
-        return self._redact(f"{self.url} {what}: {type(exc).__name__}: {exc}")
+        return mask_url(self._redact(f"{self.url} {what}: {type(exc).__name__}: {exc}"))
 
     def _reply(self, body: bytes, msgs: list[dict[str, str]], latency: float) -> ChatReply:
         reply = read_reply(

@@ -4,11 +4,13 @@ Every chat model the loop calls (the package's ``OpenAIChatClient``, the LangCha
 LlamaIndex adapters, your own) must hold the same promises, each checked here against a
 :class:`~corrective_rag.testing.server.ScriptedLLMServer` on 127.0.0.1:
 
-- the reply's text comes back as the server sent it, and a ``json_schema`` call returns JSON;
+- the reply's text comes back as the server sent it, and a ``json_schema`` call asks the server
+  for JSON (``response_format``, tools, or an instruction naming JSON) and returns the JSON the
+  server gave; a model that never asks gets plain text back and fails;
 - usage: one call, the tokens the server reported; absurd counts (a 400-digit integer) are
   "not reported", never a crash;
 - errors: a server's 401 is an :class:`~corrective_rag.errors.LLMError` that does not hold the
-  API key the server echoed;
+  API key the server echoed; a 401 or 403 is sent once, never retried (no retry fixes a key);
 - deadline: a call in flight ends with :class:`~corrective_rag.errors.LLMTimeoutError` when the
   call scope's deadline passes, before the server answers;
 - cancel: a call in flight ends with :class:`~corrective_rag.errors.Cancelled` when the call
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corrective_rag.calls.scope import call_scope
@@ -57,6 +59,23 @@ KEY = "sk-contract-5e1f0a9c7b3d"
 
 def _words(text: str) -> int:
     return len(text.split())
+
+
+def _asks_for_json(request: Mapping[str, Any]) -> bool:
+    """Whether a chat request asks for JSON.
+
+    A JSON ``response_format``, tools to call, or a message naming JSON (the schema sent as an
+    instruction).
+    """
+    fmt = request.get("response_format")
+    if isinstance(fmt, Mapping) and fmt.get("type") in ("json_schema", "json_object"):
+        return True
+    if request.get("tools") or request.get("functions"):
+        return True
+    messages = request.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(m, Mapping) and "json" in str(m.get("content", "")).lower() for m in messages
+    )
 
 
 class ChatModelContract:
@@ -91,10 +110,23 @@ class ChatModelContract:
         assert REPLY == reply.text, f"reply text {reply.text!r}"
 
     def test_a_json_schema_call_returns_json(self) -> None:
-        """With a json_schema, the reply's text is the JSON object the server gave."""
-        with self._server(reply=lambda request: json.dumps(ANSWER)) as server:
-            reply = self.make_model(server.base_url, KEY).complete(HELLO, json_schema=SCHEMA)
-        assert ANSWER == json.loads(reply.text), f"JSON reply {reply.text!r}"
+        """With a json_schema, the model asks for JSON and gets back the server's JSON object.
+
+        The server answers plain text to a request that did not ask for JSON.
+        """
+
+        def reply(request: Mapping[str, Any]) -> str:
+            return json.dumps(ANSWER) if _asks_for_json(request) else REPLY
+
+        with self._server(reply=reply) as server:
+            got = self.make_model(server.base_url, KEY).complete(HELLO, json_schema=SCHEMA)
+        try:
+            parsed = json.loads(got.text)
+        except ValueError:
+            raise AssertionError(
+                f"no JSON came back (did the request ask?): {got.text!r}"
+            ) from None
+        assert ANSWER == parsed, f"JSON reply {got.text!r}"
 
     # -- usage -----------------------------------------------------------------------------
 
@@ -126,6 +158,21 @@ class ChatModelContract:
                 assert KEY not in str(exc), f"the key is in the error: {exc}"
             else:
                 raise AssertionError("a 401 did not raise LLMError")
+
+    def test_a_401_or_403_is_sent_once(self) -> None:
+        """A refused key (401) or a forbidden model (403) is one request, never retried."""
+        for status in (401, 403):
+            fault = Fault.error(status, '{"error": {"message": "no"}}')
+            with self._server(faults=lambda request, n, fault=fault: fault) as server:
+                model = self.make_model(server.base_url, KEY)
+                try:
+                    model.complete(HELLO)
+                except LLMError:
+                    pass
+                else:
+                    raise AssertionError(f"a {status} did not raise LLMError")
+                sent = server.request_count
+            assert 1 == sent, f"a {status} was sent {sent} times"
 
     # -- deadline and cancel ---------------------------------------------------------------
 

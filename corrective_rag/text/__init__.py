@@ -3,7 +3,7 @@
 ``tokens``: :func:`tokenize` and :func:`content_terms`, the one tokenizer every part compares
 with (BM25 scores reproducible with ``rank_bm25`` over the same tokens); ``lexical``: sentences,
 names and spans; ``display``: text shown on a terminal; ``screening``: injection screening;
-``secrets``: masking keys on every way out.
+``secrets``: masking keys on every way out; ``urls``: masking the credentials a URL carries.
 """
 
 from corrective_rag.text.tokens import STOPWORDS, content_terms, tokenize

@@ -13,7 +13,7 @@ import structlog
 
 from corrective_rag.cli.main import main
 from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
-from corrective_rag.testing import ScriptedLLMServer
+from corrective_rag.testing import HostileLLMServer, ScriptedLLMServer
 from corrective_rag.testing.judges import all_relevant_judge, faithful_judge, noisy_judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +94,41 @@ def test_the_console_command_exits_non_zero_against_an_all_relevant_judge():
             )
         codes.append(done.returncode)
     assert [1, 0] == codes
+
+
+def test_a_dripping_server_meets_one_deadline_and_the_real_time_is_reported(capsys):
+    """Against a server that drips every reply, ``--deadline`` ends the whole check: exit 1,
+    the deadline named among the problems, and the time reported is the time measured, not
+    0.00 per call."""
+    with HostileLLMServer("drip", interval=0.05) as server:
+        code = main(
+            [
+                "judge-check",
+                "--llm-url",
+                server.base_url,
+                "--model",
+                "m",
+                "--json",
+                "--deadline",
+                "1",
+                "--timeout",
+                "30",
+                "--max-retries",
+                "0",
+            ]
+        )
+    captured = capsys.readouterr()
+    assert 1 == code
+    figures = json.loads(captured.out)
+    assert figures["seconds"] >= 1.0  # the deadline passed, as measured by the check
+    assert figures["seconds_per_call"] > 0
+    assert 1.0 == figures["ungraded_share"]
+    assert "the check's deadline of 1 s passed" in figures["problems"][0]
+    assert "deadline of 1 s passed" in captured.err
+
+
+def test_the_text_report_says_the_whole_checks_time(capsys):
+    """The figures end with the whole check's measured time."""
+    with ScriptedLLMServer(reply=faithful_judge) as server:
+        assert 0 == main(_check(server))
+    assert "seconds in all    " in capsys.readouterr().out

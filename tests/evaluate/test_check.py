@@ -125,3 +125,57 @@ def test_ungraded_pairs_do_not_hide_a_judge_that_calls_everything_relevant():
     assert 1.0 == result.relevant_share
     assert len(ungraded) / len(CHECK_PAIRS) == pytest.approx(result.ungraded_share)
     assert "keep everything" in result.problems[0]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "5"])
+def test_max_seconds_must_be_a_positive_number_or_none(bad):
+    """A deadline that is not a positive finite number is refused before any call."""
+    with pytest.raises(ConfigError):
+        check_judge(ScriptedEvaluator({}), max_seconds=bad)
+
+
+class _UntilTheDeadline(ScriptedEvaluator):
+    """An evaluator whose call waits out the enclosing scope's deadline, then times out."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.calls = 0
+
+    def evaluate(self, question, documents):
+        import threading
+        import time
+
+        from corrective_rag.calls import scope
+        from corrective_rag.errors import LLMTimeoutError
+
+        self.calls += 1
+        end = scope.deadline()
+        assert end is not None, "the check gave its calls no deadline"
+        threading.Event().wait(max(0.0, end - time.monotonic()))
+        raise LLMTimeoutError("timed out: the run's deadline passed")
+
+
+def test_the_checks_deadline_ends_it_and_the_questions_left_are_not_asked():
+    """One deadline bounds the whole check: the call in flight at the deadline is the last one
+    asked, every pair is ungraded, the deadline is the first problem, and the time reported is
+    the time measured (at least the deadline)."""
+    judge = _UntilTheDeadline()
+    result = check_judge(judge, max_seconds=0.2)
+    assert 1 == judge.calls
+    assert 1.0 == result.ungraded_share
+    assert result.problems[0].startswith("the check's deadline of 0.2 s passed")
+    assert "(1 of 8 questions asked)" in result.problems[0]
+    assert result.seconds >= 0.2
+    assert result.seconds_per_call > 0
+
+
+def test_the_default_deadline_is_one_number_everywhere():
+    """LLMEvaluator.check and ``judge-check --deadline`` default to CHECK_SECONDS."""
+    import inspect
+
+    from corrective_rag.cli.main import build_parser
+    from corrective_rag.evaluate.check import CHECK_SECONDS
+
+    assert CHECK_SECONDS == inspect.signature(LLMEvaluator.check).parameters["max_seconds"].default
+    args = build_parser().parse_args(["judge-check", "--llm-url", "http://h/v1", "--model", "m"])
+    assert CHECK_SECONDS == args.deadline

@@ -13,6 +13,7 @@ import requests
 from http_models import HTTPLLM, HTTPChatModel, PlainHTTPChatModel, ToolHTTPLLM
 
 from corrective_rag.calls import Retries
+from corrective_rag.errors import LLMResponseError
 from corrective_rag.integrations.langchain import LangChainChatModel
 from corrective_rag.integrations.llamaindex import LlamaIndexChatModel
 from corrective_rag.llm.client import OpenAIChatClient
@@ -78,13 +79,15 @@ class DeafChatModel:
 
 
 def test_a_chat_model_that_ignores_the_contract_fails_it():
-    """The deaf model passes the reply checks and fails each of usage, errors, deadline and
-    cancel: the suite can fail."""
+    """The deaf model passes the plain reply check and fails each of JSON, usage, errors,
+    deadline and cancel: the suite can fail."""
     with pytest.raises(AssertionError) as failure:
         check_chat_model(DeafChatModel, hold_seconds=2.0)
     failed = set(re.findall(r"^(test_\w+):", str(failure.value), re.MULTILINE))
     assert {
+        "test_a_json_schema_call_returns_json",
         "test_absurd_usage_is_not_reported",
+        "test_a_401_or_403_is_sent_once",
         "test_a_server_error_is_an_llm_error_without_the_key",
         "test_the_scopes_deadline_ends_a_call_in_flight",
         "test_cancelling_the_scope_ends_a_call_in_flight",
@@ -96,3 +99,46 @@ def test_the_package_client_passes_as_a_function_call():
     """check_chat_model, the suite without pytest, passes the package's own client."""
     retries = Retries(max_retries=0)
     check_chat_model(lambda url, key: OpenAIChatClient(url, "s", api_key=key, retries=retries))
+
+
+class _NoJSONClient:
+    """The package's client behind a wrapper that drops ``json_schema``: it never asks for JSON."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.inner = OpenAIChatClient(base_url, "s", api_key=api_key)
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], *, json_schema: Any = None, **kw: Any
+    ) -> ChatReply:
+        return self.inner.complete(messages, **kw)
+
+
+class _RetryingClient:
+    """The package's client behind a wrapper that tries a refused call five times."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.inner = OpenAIChatClient(base_url, "s", api_key=api_key)
+
+    def complete(self, messages: Sequence[Mapping[str, str]], **kw: Any) -> ChatReply:
+        for _ in range(4):
+            try:
+                return self.inner.complete(messages, **kw)
+            except LLMResponseError:
+                continue
+        return self.inner.complete(messages, **kw)
+
+
+def _failed(make_model: Any) -> set[str]:
+    with pytest.raises(AssertionError) as failure:
+        check_chat_model(make_model, hold_seconds=2.0)
+    return set(re.findall(r"^(test_\w+):", str(failure.value), re.MULTILINE))
+
+
+def test_a_model_that_never_asks_for_json_fails_the_json_check():
+    """A model dropping json_schema gets plain text back and fails the JSON check alone."""
+    assert {"test_a_json_schema_call_returns_json"} == _failed(_NoJSONClient)
+
+
+def test_a_model_that_retries_a_401_fails_the_retry_check():
+    """A model sending a refused key five times fails the 401/403 check alone."""
+    assert {"test_a_401_or_403_is_sent_once"} == _failed(_RetryingClient)

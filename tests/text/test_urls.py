@@ -1,0 +1,65 @@
+"""``mask_url`` and ``url_secrets``: a URL's credentials never shown, everything else kept."""
+
+from __future__ import annotations
+
+import base64
+import string
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from corrective_rag.text.urls import mask_url, url_secrets
+
+# Characters a user-info part or a parameter value may hold unescaped (RFC 3986 sub-delims and
+# unreserved, less "&", ";" and "=" that end a parameter, and "'" that ends a quoted URL).
+_SAFE = string.ascii_letters + string.digits + "-._~!$()*+,"
+_SECRET = st.text(_SAFE, min_size=8, max_size=30)
+
+
+def test_user_and_password_are_masked_and_the_rest_kept():
+    """The whole user-info part becomes *** and the host, port, path and query stay."""
+    assert "http://***@gateway:8080/v1?model=m" == mask_url(
+        "http://user:s3cr3tpw@gateway:8080/v1?model=m"
+    )
+
+
+def test_key_like_parameters_are_masked_where_they_appear():
+    """api_key, access_token, sig and a token in the fragment are masked; model is kept."""
+    url = "https://h/v1?api_key=K1&model=m&X-Amz-Signature=S2#access_token=T3"
+    assert "https://h/v1?api_key=***&model=m&X-Amz-Signature=***#access_token=***" == mask_url(url)
+
+
+def test_urls_inside_a_message_and_a_bare_query_are_masked():
+    """A message quoting a URL, and requests' 'with url: /path?key=...', are masked in place."""
+    text = "GET http://a:pw@h/v1/models failed; Max retries exceeded with url: /v1?key=K (x)"
+    shown = "GET http://***@h/v1/models failed; Max retries exceeded with url: /v1?key=*** (x)"
+    assert shown == mask_url(text)
+
+
+def test_text_without_credentials_is_unchanged():
+    """URLs without user-info or key-like parameters, e-mail addresses and '@' in paths stay."""
+    for text in (
+        "http://127.0.0.1:8080/v1",
+        "https://h/p@x?q=1&page=2",
+        "write to a@b.example",
+        "no url here",
+    ):
+        assert text == mask_url(text)
+
+
+@given(user=_SECRET, password=_SECRET, key=_SECRET, host=st.sampled_from(["h", "[::1]", "1.2.3.4"]))
+def test_no_credential_survives_masking_and_masking_is_idempotent(user, password, key, host):
+    """Whatever the user, password and key, none of them is left in the masked URL (nor the
+    Basic token built from them), and masking twice changes nothing more."""
+    url = f"http://{user}:{password}@{host}:9/v1?model=m&api_key={key}"
+    shown = mask_url(url)
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    for secret in (user, password, key):
+        assert secret not in shown
+    assert shown == mask_url(shown)
+    assert {user, password, key, basic} <= set(url_secrets(url))
+
+
+def test_a_url_without_credentials_has_no_secrets():
+    """Nothing to hide in a plain URL: url_secrets is empty."""
+    assert () == url_secrets("http://127.0.0.1:8080/v1?model=m")
