@@ -201,6 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Retrieval that checks its documents and corrects its own queries."
     )
     parser.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
+    from corrective_rag._version import __version__
+
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _leaf(sub, "index", help="add files or a BEIR corpus to a store")

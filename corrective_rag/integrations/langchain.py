@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from corrective_rag.integrations import MissingExtraError
 
@@ -34,11 +34,13 @@ try:
     from langchain_core.runnables.config import run_in_executor
     from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
     from pydantic import ConfigDict, Field
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
+except (
+    ImportError
+) as _missing:  # pragma: no cover - exercised in a subprocess without the framework
     raise MissingExtraError(
         "corrective_rag.integrations.langchain needs langchain-core: "
         "pip install 'corrective_rag[langchain]'"
-    ) from exc
+    ) from _missing
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.integrations.bridge import (
@@ -94,7 +96,7 @@ class CorrectiveRetriever(BaseRetriever):
         where, top_k, max_iterations: passed to each ``run`` (``None``: the orchestrator's).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     orchestrator: Any
     k: int | None = Field(default=None, ge=1, strict=True)

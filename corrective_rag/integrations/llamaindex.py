@@ -40,11 +40,13 @@ try:
     from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType, TextNode
     from llama_index.core.tools import FunctionTool, ToolMetadata
     from pydantic import PrivateAttr
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
+except (
+    ImportError
+) as _missing:  # pragma: no cover - exercised in a subprocess without the framework
     raise MissingExtraError(
         "corrective_rag.integrations.llamaindex needs llama-index-core: "
         "pip install 'corrective_rag[llamaindex]'"
-    ) from exc
+    ) from _missing
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.integrations.bridge import (
@@ -145,8 +147,8 @@ class CorrectiveRetriever(BaseRetriever):
             )
         super().__init__(**kwargs)
         self.orchestrator = orchestrator
-        self.similarity_top_k = check_cap(similarity_top_k, "similarity_top_k")
-        self.where = dict(where) if where else None
+        self.similarity_top_k: int | None = check_cap(similarity_top_k, "similarity_top_k")
+        self.where: dict[str, Any] | None = dict(where) if where else None
         self.top_k = top_k
         self.max_iterations = max_iterations
         self.last_result: RunResult | None = None
@@ -280,9 +282,9 @@ class LlamaIndexRetriever:
         if not isinstance(source, BaseIndex | BaseRetriever):
             raise ConfigError(f"source must be a LlamaIndex index or BaseRetriever, got {source!r}")
         check_retriever_options(where_filter, id_key)
-        self.source = source
+        self.source: Any = source  # a BaseIndex (of any index struct) or a BaseRetriever
         self.where_filter = where_filter
-        self.retriever_kwargs = dict(retriever_kwargs or {})
+        self.retriever_kwargs: dict[str, Any] = dict(retriever_kwargs or {})
         self.id_key = id_key
         _seed_tiktoken()
 
