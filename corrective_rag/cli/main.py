@@ -29,6 +29,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 EXIT_BROKEN_PIPE = 141  # the shell's convention for SIGPIPE: the reader of stdout went away
 VERBOSE_HELP = "log every step to stderr (before or after the command)"
+MAX_ERROR_CHARS = 4000  # of an error line: an error may quote a reply or a file of any size
 MAX_SECONDS = 1e6  # about 11.6 days: past that a deadline is a typo, and float time loses precision
 
 
@@ -482,9 +483,11 @@ def entry() -> None:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    from corrective_rag.text.display import printable
+    from corrective_rag.text.display import clip, printable
     from corrective_rag.text.secrets import redact
 
-    message = printable(redact(" ".join(str(exc).split()), secrets())) or type(exc).__name__
+    # masked before it is cut, so that no key is shown in part
+    text = clip(redact(str(exc), secrets()), MAX_ERROR_CHARS)
+    message = printable(" ".join(text.split())) or type(exc).__name__
     sys.stderr.write(f"{PROG}: error: {message}\n")
     return code
