@@ -124,8 +124,8 @@ def _leaf(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _pipeline_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("store and components")
+def _store_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("store")
     g.add_argument("--store", metavar="DIR", help="folder of the persistent hybrid store")
     g.add_argument("--chroma-host", metavar="HOST", help="use a chroma server instead of --store")
     g.add_argument("--chroma-port", type=_positive, default=8000, metavar="PORT")
@@ -135,6 +135,26 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
         help="keep both legs in Qdrant: a server or cluster URL (key: $QDRANT_API_KEY), "
         "or a folder for its local mode (pip install 'corrective_rag[qdrant]')",
     )
+
+
+def _pipeline_flags(p: argparse.ArgumentParser) -> None:
+    """The store's flags and the loop's: what ``run``, ``batch`` and ``mcp`` take."""
+    _store_flags(p)
+    _loop_flags(p)
+
+
+def _loop_defaults() -> dict[str, Any]:
+    """The loop's flags at their defaults, for ``index``, which takes none of them.
+
+    ``index`` reads its store through the same :func:`corrective_rag.cli.options.options`.
+    """
+    scratch = argparse.ArgumentParser(add_help=False)
+    _loop_flags(scratch)
+    return vars(scratch.parse_args([]))
+
+
+def _loop_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("components and the loop")
     g.add_argument(
         "--llm-url",
         metavar="URL",
@@ -233,8 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of stopping at the first",
     )
     p.add_argument("--no-progress", action="store_true")
-    _pipeline_flags(p)
-    p.set_defaults(handler="cmd_index")
+    _store_flags(p)  # the loop's flags (--llm-url, --top-k, ...) are refused: index runs no loop
+    p.set_defaults(handler="cmd_index", **_loop_defaults())
 
     p = _leaf(sub, "run", help="run one question through the corrective loop")
     p.add_argument("question")
