@@ -397,7 +397,17 @@ def trace(result: Any) -> dict[str, Any]:
                 "query": record.query,
                 "searched": list(record.searched),
                 "judged": [v.document_id for v in record.verdicts],
-                "relevant": [v.relevant for v in record.verdicts],
+                # the whole verdict: a change that keeps the flag but not the reason shows
+                "verdicts": [
+                    {
+                        "relevant": v.relevant,
+                        "score": v.score,
+                        "confidence": v.confidence,
+                        "reasoning": v.reasoning,
+                        "missing": list(v.missing),
+                    }
+                    for v in record.verdicts
+                ],
                 "kept": list(record.kept_ids),
                 "action": record.action.value if record.action else None,
             }

@@ -77,7 +77,7 @@ class DuplicateIdError(StoreError, InputError):
     """The same document id appears more than once in one write call."""
 
     def __init__(self, ids: list[str]) -> None:
-        self.ids = sorted(set(ids))
+        self.ids: list[str] = sorted(set(ids))
         shown = ", ".join(repr(i) for i in self.ids[:10])
         more = f" and {len(self.ids) - 10} more" if len(self.ids) > 10 else ""
         super().__init__(f"duplicate document ids in one call: {shown}{more}")
@@ -113,7 +113,7 @@ class LLMResponseError(LLMError):
 
     def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
         self.status = status
-        self.body = shorten(body)
+        self.body: str = shorten(body)
         super().__init__(_with_status(message, status, self.body))
 
 
@@ -127,7 +127,7 @@ class SearchError(CorrectiveRAGError):
 
     def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
         self.status = status
-        self.body = shorten(body)
+        self.body: str = shorten(body)
         super().__init__(_with_status(message, status, self.body))
 
 
@@ -151,7 +151,7 @@ class VerdictParseError(CorrectiveRAGError):
     """
 
     def __init__(self, message: str, *, raw: str = "") -> None:
-        self.raw = shorten(raw, 2000)
+        self.raw: str = shorten(raw, 2000)
         super().__init__(message)
 
 

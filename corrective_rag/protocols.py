@@ -30,6 +30,7 @@ __all__ = [
     "FeedbackRewriter",
     "Generator",
     "ManyRetriever",
+    "ProposalReader",
     "Retriever",
     "Rewriter",
     "TokenCounter",
@@ -146,6 +147,22 @@ class FeedbackRewriter(Protocol):
     @property
     def writes_feedback_query(self) -> bool:
         """``True``: this rewriter's queries are the feedback lane's already."""
+        ...
+
+
+@runtime_checkable
+class ProposalReader(Protocol):
+    """A rewriter that says whether it reads the grading call's proposal.
+
+    In one-call mode the loop asks the grading call to propose unless the rewriter says
+    ``False`` here (``LocalRewriter``, ``ScriptedRewriter``: a proposal would be tokens for
+    nothing). A rewriter without the property, a user's wrapper around ``LLMRewriter`` among
+    them, is asked for: at worst a few generated tokens, never an extra call.
+    """
+
+    @property
+    def reads_proposals(self) -> bool:
+        """``False``: this rewriter never reads ``RewriteRequest.proposal``."""
         ...
 
 

@@ -51,7 +51,7 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 TRACER_NAME = "corrective_rag"
 NS = "corrective_rag."  # our attributes' namespace, as the conventions ask of custom ones

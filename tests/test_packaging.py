@@ -2,7 +2,10 @@ import ast
 import configparser
 import importlib.metadata
 import re
+import shutil
+import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,3 +78,57 @@ def test_every_library_the_benchmarks_import_is_declared():
     for module in sorted(modules):
         names = {re.sub(r"[-_.]+", "-", d).lower() for d in distributions.get(module, [module])}
         assert names & declared, module
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    """`corrective-rag --version` prints the program and the package's version and exits 0."""
+    from corrective_rag import __version__
+    from corrective_rag.cli.main import main
+
+    assert 0 == main(["--version"])
+    assert f"corrective-rag {__version__}\n" == capsys.readouterr().out
+
+
+def test_the_mit_licence_is_shipped_and_declared():
+    """A LICENSE file holds the MIT text the metadata names, and setup.cfg ships it."""
+    config = _setup_cfg()
+    assert "MIT" == config["metadata"]["license"].strip()
+    assert ["LICENSE"] == config["metadata"]["license_files"].split()
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n")
+    assert "corrective_rag contributors" in text
+    assert 'THE SOFTWARE IS PROVIDED "AS IS"' in text
+
+
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", "__pycache__", "*.egg-info", ".*_cache", "build", "dist", ".venv", "mutants"
+)
+
+
+def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
+    """The source tarball holds every module of the package, py.typed, LICENSE, README and
+    CHANGELOG, and no test file (the tests need the whole checkout, so it ships none)."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
+    build = "from setuptools import build_meta; print(build_meta.build_sdist(%r))"
+    done = subprocess.run(
+        [sys.executable, "-c", build % str(tmp_path / "dist")],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-2000:]
+    name = done.stdout.strip().splitlines()[-1]
+    with tarfile.open(tmp_path / "dist" / name) as tar:
+        shipped = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
+    package = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "corrective_rag").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    assert package <= shipped
+    assert {"LICENSE", "README.md", "CHANGELOG.md", "corrective_rag/py.typed"} <= shipped
+    assert [] == sorted(p for p in shipped if p.startswith(("tests/", "benchmarks/", "scripts/")))
+    assert [] == sorted(p for p in shipped if p.endswith((".pyc", "conftest.py")))

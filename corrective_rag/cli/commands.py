@@ -32,6 +32,8 @@ __all__ = [
     "cmd_run",
 ]
 
+ERROR_CHARS = 1000  # of a results file's error message shown by `history show`
+
 
 def _out(text: str) -> None:
     """Print human-readable text: the API key hidden, control characters escaped."""
@@ -365,9 +367,14 @@ def _ok_result(path: str, key: str) -> Any:
 
     rec = find_record(_records(path), key)
     if rec.result is None:
-        raise InputError(
-            f"query {rec.id!r} failed: {rec.error.get('type')}: {rec.error.get('message')}"
-        )
+        from corrective_rag.cli.environment import secrets
+        from corrective_rag.text.display import clip
+        from corrective_rag.text.secrets import redact
+
+        # a results file's error may be any size (a 100 MB reply quoted whole): show its head,
+        # masked before it is cut so that no key is shown in part
+        message = clip(redact(str(rec.error.get("message")), secrets()), ERROR_CHARS)
+        raise InputError(f"query {rec.id!r} failed: {rec.error.get('type')}: {message}")
     return _redacted(rec.result)
 
 

@@ -22,7 +22,7 @@ from corrective_rag.types import Document
 
 __all__ = ["DEMO_QUESTIONS", "STDLIB_MODULES", "run_demo", "stdlib_documents"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 CHUNK_WORDS = 100  # ~130 tokens: short enough to judge, long enough to hold one idea
 

@@ -28,8 +28,8 @@ class Interrupts:
     """What Ctrl-C has done so far in this command."""
 
     def __init__(self, prog: str) -> None:
-        self.event = threading.Event()
-        self.raise_first = True  # False: the first Ctrl-C only sets the event
+        self.event: threading.Event = threading.Event()
+        self.raise_first: bool = True  # False: the first Ctrl-C only sets the event
         self._prog = prog
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:

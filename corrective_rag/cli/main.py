@@ -29,6 +29,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 EXIT_BROKEN_PIPE = 141  # the shell's convention for SIGPIPE: the reader of stdout went away
 VERBOSE_HELP = "log every step to stderr (before or after the command)"
+MAX_ERROR_CHARS = 4000  # of an error line: an error may quote a reply or a file of any size
 MAX_SECONDS = 1e6  # about 11.6 days: past that a deadline is a typo, and float time loses precision
 
 
@@ -123,8 +124,8 @@ def _leaf(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _pipeline_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("store and components")
+def _store_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("store")
     g.add_argument("--store", metavar="DIR", help="folder of the persistent hybrid store")
     g.add_argument("--chroma-host", metavar="HOST", help="use a chroma server instead of --store")
     g.add_argument("--chroma-port", type=_positive, default=8000, metavar="PORT")
@@ -134,6 +135,26 @@ def _pipeline_flags(p: argparse.ArgumentParser) -> None:
         help="keep both legs in Qdrant: a server or cluster URL (key: $QDRANT_API_KEY), "
         "or a folder for its local mode (pip install 'corrective_rag[qdrant]')",
     )
+
+
+def _pipeline_flags(p: argparse.ArgumentParser) -> None:
+    """The store's flags and the loop's: what ``run``, ``batch`` and ``mcp`` take."""
+    _store_flags(p)
+    _loop_flags(p)
+
+
+def _loop_defaults() -> dict[str, Any]:
+    """The loop's flags at their defaults, for ``index``, which takes none of them.
+
+    ``index`` reads its store through the same :func:`corrective_rag.cli.options.options`.
+    """
+    scratch = argparse.ArgumentParser(add_help=False)
+    _loop_flags(scratch)
+    return vars(scratch.parse_args([]))
+
+
+def _loop_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("components and the loop")
     g.add_argument(
         "--llm-url",
         metavar="URL",
@@ -201,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Retrieval that checks its documents and corrects its own queries."
     )
     parser.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
+    from corrective_rag._version import __version__
+
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _leaf(sub, "index", help="add files or a BEIR corpus to a store")
@@ -227,8 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
         "instead of stopping at the first",
     )
     p.add_argument("--no-progress", action="store_true")
-    _pipeline_flags(p)
-    p.set_defaults(handler="cmd_index")
+    _store_flags(p)  # the loop's flags (--llm-url, --top-k, ...) are refused: index runs no loop
+    p.set_defaults(handler="cmd_index", **_loop_defaults())
 
     p = _leaf(sub, "run", help="run one question through the corrective loop")
     p.add_argument("question")
@@ -477,9 +503,11 @@ def entry() -> None:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    from corrective_rag.text.display import printable
+    from corrective_rag.text.display import clip, printable
     from corrective_rag.text.secrets import redact
 
-    message = printable(redact(" ".join(str(exc).split()), secrets())) or type(exc).__name__
+    # masked before it is cut, so that no key is shown in part
+    text = clip(redact(str(exc), secrets()), MAX_ERROR_CHARS)
+    message = printable(" ".join(text.split())) or type(exc).__name__
     sys.stderr.write(f"{PROG}: error: {message}\n")
     return code

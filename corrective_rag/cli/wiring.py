@@ -28,7 +28,7 @@ __all__ = [
     "store_folders",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 _REACH_TIMEOUT = 5.0  # seconds: long enough for a slow server to accept, short for a typo'd URL
 # Seconds one LLM call may take, tries included. Remote: two calls in a row (grading, then the

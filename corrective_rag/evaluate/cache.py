@@ -34,8 +34,8 @@ class VerdictCache:
         if not isinstance(max_entries, int) or max_entries < 0:
             raise ConfigError(f"max_entries must be an int >= 0, got {max_entries!r}")
         self.max_entries = max_entries
-        self.hits = 0
-        self.misses = 0
+        self.hits: int = 0
+        self.misses: int = 0
         self._data: OrderedDict[CacheKey, Verdict] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 # LLMEvaluator: its home is corrective_rag
 __all__: list[str] = []
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 # The reply's reserve follows the schema's caps on free text (a token per 3 characters at most,
 # for English): a verdict is ~40 tokens of keys, id and numbers plus reasoning and missing; a
@@ -137,12 +137,12 @@ class LLMEvaluator:
         self.batch_size = batch_size
         self.max_doc_tokens = max_doc_tokens
         self.context_tokens = context_tokens
-        self.propose = propose if propose is None else bool(propose)
-        self.strict = bool(strict)
+        self.propose: bool | None = propose if propose is None else bool(propose)
+        self.strict: bool = bool(strict)
         self.max_workers = max_workers
-        self.cache = cache if cache is not None else VerdictCache()
-        self.counter = token_counter or TiktokenCounter()
-        self.model_name = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
+        self.cache: VerdictCache = cache if cache is not None else VerdictCache()
+        self.counter: TiktokenCounter = token_counter or TiktokenCounter()
+        self.model_name: str = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
         self._system_tokens: dict[bool, int] = {}
         self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
         if self.documents_per_call < 1:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ from corrective_rag.types import (
 # LocalEvaluator: its home is corrective_rag
 __all__ = ["DEFAULT_WEIGHTS", "verdict_score"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 _QUOTE_CHARS = 160  # how much of the best sentence the reasoning quotes
 _TOP_REJECTED = RELEVANT_FROM - 1e-4  # the highest rejected score at the verdicts' 4 decimals
@@ -190,7 +191,7 @@ class LocalEvaluator:
         if link_titles is not None and not isinstance(link_titles, bool):
             raise ConfigError(f"link_titles must be True, False or None, got {link_titles!r}")
         self._embedder = embedder
-        self.idf = check_idf(idf)
+        self.idf: Callable[[str], float] | None = check_idf(idf)
         self.weights = weights
         self.max_sentences = max_sentences
         self.link_titles = link_titles

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictParseError
 from corrective_rag.llm import prompts
@@ -22,7 +23,7 @@ from corrective_rag.types import Answer, Document, Usage
 # LLMGenerator: its home is corrective_rag
 __all__ = ["ABSTAIN_TEXT"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 ABSTAIN_TEXT = "The documents given do not answer this question."
 _SUPPORT_TOKENS = 150
@@ -55,9 +56,9 @@ class LLMGenerator:
         if not isinstance(max_answer_tokens, int) or max_answer_tokens < 1:
             raise ConfigError(f"max_answer_tokens must be an int >= 1, got {max_answer_tokens!r}")
         self.chat = chat
-        self.support_check = bool(support_check)
+        self.support_check: bool = bool(support_check)
         self.max_answer_tokens = max_answer_tokens
-        self.strict = bool(strict)
+        self.strict: bool = bool(strict)
 
     def generate(self, question: str, documents: Sequence[Document]) -> Answer:
         """Answer ``question`` from ``documents`` only, or abstain.

@@ -44,6 +44,7 @@ __all__ = [
     "VERDICT_KEYS",
     "call_failed",
     "check_call_allowed",
+    "check_cap",
     "check_embedder",
     "check_retriever_options",
     "document_id",
@@ -225,6 +226,19 @@ def check_retriever_options(where_filter: Callable[..., Any] | None, id_key: obj
         raise ConfigError(f"where_filter must be callable, got {where_filter!r}")
     if not isinstance(id_key, str) or not id_key:
         raise ConfigError(f"id_key must be a non-empty string, got {id_key!r}")
+
+
+def check_cap(k: object, name: str = "k") -> int | None:
+    """A retriever adapter's cap on the documents it returns: None (no cap) or an int >= 1.
+
+    Raises:
+        ConfigError: anything else (a bool, a float, zero or less).
+    """
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"{name} must be None or an int >= 1, got {k!r}")
+    return k
 
 
 def check_embedder(embedder: object) -> None:

@@ -37,8 +37,8 @@ class FrameworkChatModel:
 
     def __init__(self, model: Any, *, name: str, structured: bool, limits: bool) -> None:
         self.model = name
-        self.structured = bool(structured)
-        self.limits = bool(limits)
+        self.structured: bool = bool(structured)
+        self.limits: bool = bool(limits)
         self._secrets = secrets_of_model(model)
 
     def complete(

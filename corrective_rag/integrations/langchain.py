@@ -17,27 +17,34 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from corrective_rag.integrations import MissingExtraError
 
 try:
-    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
     from langchain_core.documents import Document as LCDocument
     from langchain_core.embeddings import Embeddings
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import convert_to_messages
     from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables.config import run_in_executor
     from langchain_core.vectorstores import InMemoryVectorStore, VectorStore, VectorStoreRetriever
-    from pydantic import ConfigDict
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
+    from pydantic import ConfigDict, Field
+except (
+    ImportError
+) as _missing:  # pragma: no cover - exercised in a subprocess without the framework
     raise MissingExtraError(
         "corrective_rag.integrations.langchain needs langchain-core: "
         "pip install 'corrective_rag[langchain]'"
-    ) from exc
+    ) from _missing
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.integrations.bridge import (
+    check_cap,
     check_embedder,
     check_retriever_options,
     embedding_lists,
@@ -77,25 +84,48 @@ class CorrectiveRetriever(BaseRetriever):
     ``relevance``, ``reasoning``, ``iteration``, ``rank`` and the ``run_id``. The last run's
     :class:`~corrective_rag.types.RunResult` (history, usage, stop reason) is ``last_result``.
 
+    ``k`` caps what is returned (LangChain's name for it): the ``k`` best kept documents; the
+    run itself is not shortened, so ``last_result`` holds all it kept. ``top_k`` is not a cap:
+    it is how many hits the loop judges per iteration. Each of the fields but
+    ``orchestrator`` can also be given per call, ``invoke(question, k=1)``; an unknown
+    keyword, in the constructor or in ``invoke``, raises rather than being ignored.
+
     Attributes:
         orchestrator: a :class:`~corrective_rag.loop.orchestrator.CorrectiveRAGOrchestrator`.
+        k: the most documents returned (``None``: all kept).
         where, top_k, max_iterations: passed to each ``run`` (``None``: the orchestrator's).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     orchestrator: Any
+    k: int | None = Field(default=None, ge=1, strict=True)
     where: dict[str, Any] | None = None
     top_k: int | None = None
     max_iterations: int | None = None
     last_result: RunResult | None = None
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[LCDocument]:
-        result = self.orchestrator.run(
-            query, where=self.where, top_k=self.top_k, max_iterations=self.max_iterations
-        )
+        k = self.k
+        options: dict[str, Any] = {
+            "where": self.where,
+            "top_k": self.top_k,
+            "max_iterations": self.max_iterations,
+        }
+        for name, value in kwargs.items():
+            if name == "k":
+                k = k if value is None else check_cap(value)
+            elif name in options:
+                if value is not None:  # per call, None keeps the retriever's own
+                    options[name] = value
+            elif name != "verbose":  # LangChain's own, read by invoke and passed on
+                raise ConfigError(
+                    f"CorrectiveRetriever.invoke got an unknown keyword {name!r} "
+                    f"(it takes k, {', '.join(options)})"
+                )
+        result = self.orchestrator.run(query, **options)
         self.last_result = result
         return [
             LCDocument(
@@ -103,8 +133,20 @@ class CorrectiveRetriever(BaseRetriever):
                 metadata=verdict_metadata(kept, result.run_id),
                 id=kept.document.id,
             )
-            for kept in result.kept
+            for kept in result.kept[:k]
         ]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[LCDocument]:
+        # LangChain's default drops invoke's keywords (k): run the sync path in its executor.
+        return await run_in_executor(
+            None,
+            self._get_relevant_documents,
+            query,
+            run_manager=run_manager.get_sync(),
+            **kwargs,
+        )
 
 
 # -- a LangChain index as the loop's retriever ---------------------------------------------

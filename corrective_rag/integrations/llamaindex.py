@@ -20,6 +20,7 @@ LlamaIndex's tokenizer does not download it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -36,18 +37,21 @@ try:
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
     from llama_index.core.llms import LLM, CustomLLM
     from llama_index.core.llms.function_calling import FunctionCallingLLM
-    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType, TextNode
     from llama_index.core.tools import FunctionTool, ToolMetadata
     from pydantic import PrivateAttr
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
+except (
+    ImportError
+) as _missing:  # pragma: no cover - exercised in a subprocess without the framework
     raise MissingExtraError(
         "corrective_rag.integrations.llamaindex needs llama-index-core: "
         "pip install 'corrective_rag[llamaindex]'"
-    ) from exc
+    ) from _missing
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.integrations.bridge import (
     VERDICT_KEYS,
+    check_cap,
     check_embedder,
     check_retriever_options,
     embedding_lists,
@@ -112,15 +116,26 @@ class CorrectiveRetriever(BaseRetriever):
     ``run_id`` (kept out of the text LlamaIndex gives its LLM). The last run's
     :class:`~corrective_rag.types.RunResult` is ``last_result``.
 
+    ``similarity_top_k`` caps what is returned (LlamaIndex's name for it): the best kept
+    documents; the run is not shortened, so ``last_result`` holds all it kept. ``top_k`` is
+    not a cap: it is how many hits the loop judges per iteration. ``retrieve`` and
+    ``aretrieve`` take each option but ``orchestrator`` as a keyword for one call (``None``:
+    the constructor's); an unknown keyword raises ``TypeError``.
+
     Args:
         orchestrator: a :class:`~corrective_rag.loop.orchestrator.CorrectiveRAGOrchestrator`.
+        similarity_top_k: the most nodes returned (``None``: all kept).
         where, top_k, max_iterations: passed to each ``run`` (``None``: the orchestrator's).
+
+    Raises:
+        ConfigError: ``orchestrator`` has no ``run``, or ``similarity_top_k`` is no int >= 1.
     """
 
     def __init__(
         self,
         orchestrator: Any,
         *,
+        similarity_top_k: int | None = None,
         where: Mapping[str, Any] | None = None,
         top_k: int | None = None,
         max_iterations: int | None = None,
@@ -132,18 +147,60 @@ class CorrectiveRetriever(BaseRetriever):
             )
         super().__init__(**kwargs)
         self.orchestrator = orchestrator
-        self.where = dict(where) if where else None
+        self.similarity_top_k: int | None = check_cap(similarity_top_k, "similarity_top_k")
+        self.where: dict[str, Any] | None = dict(where) if where else None
         self.top_k = top_k
         self.max_iterations = max_iterations
         self.last_result: RunResult | None = None
         _seed_tiktoken()
 
+    def retrieve(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        similarity_top_k: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        top_k: int | None = None,
+        max_iterations: int | None = None,
+    ) -> list[NodeWithScore]:
+        """Run the loop for the query; the keywords override the constructor's for this call."""
+        options = _CallOptions(similarity_top_k, where, top_k, max_iterations)
+        token = _call_options.set(options)
+        try:
+            return super().retrieve(str_or_query_bundle)
+        finally:
+            _call_options.reset(token)
+
+    async def aretrieve(
+        self,
+        str_or_query_bundle: QueryType,
+        *,
+        similarity_top_k: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        top_k: int | None = None,
+        max_iterations: int | None = None,
+    ) -> list[NodeWithScore]:
+        """``await`` :meth:`retrieve` (the loop runs in a worker thread)."""
+        options = _CallOptions(similarity_top_k, where, top_k, max_iterations)
+        token = _call_options.set(options)
+        try:
+            return await super().aretrieve(str_or_query_bundle)
+        finally:
+            _call_options.reset(token)
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        call = _call_options.get()
+        cap = self.similarity_top_k
+        if call.similarity_top_k is not None:
+            cap = check_cap(call.similarity_top_k, "similarity_top_k")
+        where = call.where if call.where is not None else self.where
         result = self.orchestrator.run(
             query_bundle.query_str,
-            where=self.where,
-            top_k=self.top_k,
-            max_iterations=self.max_iterations,
+            where=where,
+            top_k=self.top_k if call.top_k is None else call.top_k,
+            max_iterations=self.max_iterations
+            if call.max_iterations is None
+            else call.max_iterations,
         )
         self.last_result = result
         return [
@@ -159,13 +216,32 @@ class CorrectiveRetriever(BaseRetriever):
                 ),
                 score=kept.verdict.score,
             )
-            for kept in result.kept
+            for kept in result.kept[:cap]
         ]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # LlamaIndex's default runs _retrieve on the event loop; the loop blocks on HTTP calls,
-        # so it runs in a worker thread (context copied: the run's call scope goes with it).
+        # so it runs in a worker thread (context copied: the run's call scope and this call's
+        # options go with it).
         return await asyncio.to_thread(self._retrieve, query_bundle)
+
+
+@dataclass(frozen=True, slots=True)
+class _CallOptions:
+    """One ``retrieve`` call's overrides of a CorrectiveRetriever's options (None: not given)."""
+
+    similarity_top_k: int | None = None
+    where: Mapping[str, Any] | None = None
+    top_k: int | None = None
+    max_iterations: int | None = None
+
+
+# LlamaIndex's retrieve takes only the query on its way to _retrieve: the call's options ride
+# in a context variable, which asyncio.to_thread and the span machinery carry along.
+_NO_OPTIONS = _CallOptions()
+_call_options: contextvars.ContextVar[_CallOptions] = contextvars.ContextVar(
+    "corrective_rag_llamaindex_call_options", default=_NO_OPTIONS
+)
 
 
 # -- a LlamaIndex index as the loop's retriever --------------------------------------------
@@ -206,9 +282,9 @@ class LlamaIndexRetriever:
         if not isinstance(source, BaseIndex | BaseRetriever):
             raise ConfigError(f"source must be a LlamaIndex index or BaseRetriever, got {source!r}")
         check_retriever_options(where_filter, id_key)
-        self.source = source
+        self.source: Any = source  # a BaseIndex (of any index struct) or a BaseRetriever
         self.where_filter = where_filter
-        self.retriever_kwargs = dict(retriever_kwargs or {})
+        self.retriever_kwargs: dict[str, Any] = dict(retriever_kwargs or {})
         self.id_key = id_key
         _seed_tiktoken()
 

@@ -23,11 +23,13 @@ try:
         MetadataFilter,
         MetadataFilters,
     )
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the framework
+except (
+    ImportError
+) as _missing:  # pragma: no cover - exercised in a subprocess without the framework
     raise MissingExtraError(
         "corrective_rag.integrations.llamaindex needs llama-index-core: "
         "pip install 'corrective_rag[llamaindex]'"
-    ) from exc
+    ) from _missing
 
 from corrective_rag.integrations.bridge import where_matches
 

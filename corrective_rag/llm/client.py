@@ -79,7 +79,7 @@ from corrective_rag.types import ChatReply
 
 __all__ = ["STRUCTURED_MODES"]  # OpenAIChatClient: its home is corrective_rag
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 # Ways to ask for JSON, most precise first; a client steps down when a server rejects one.
 STRUCTURED_MODES = ("json_schema", "json_object", "instructions")
@@ -173,17 +173,17 @@ class OpenAIChatClient:
         self._secrets = (api_key, *url_secrets(base_url))
         # What is shown (messages, logs, spans, repr): credentials in the URL masked.
         self.base_url = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
-        self.url = mask_url(self._url)
+        self.url: str = mask_url(self._url)
         self.model = model
         if timeout is not None:
             one_timeouts, one_retries = call_settings(timeout)
             timeouts = timeouts or one_timeouts
             retries = retries or one_retries
-        self.timeouts = timeouts or Timeouts()
-        self.retries = retries or Retries(give_up_after=self.timeouts.total)
-        self.stream = bool(stream)
+        self.timeouts: Timeouts = timeouts or Timeouts()
+        self.retries: Retries = retries or Retries(give_up_after=self.timeouts.total)
+        self.stream: bool = bool(stream)
         self._streaming = self.stream  # False once a server refused to stream
-        self.pricing = pricing or Pricing()
+        self.pricing: Pricing = pricing or Pricing()
         self.max_concurrency = max_concurrency
         self.max_response_bytes = max_response_bytes
         self._api_key = api_key

@@ -34,7 +34,7 @@ class Exchange(Abandonable):
 
     def __init__(self) -> None:
         super().__init__()
-        self.done = threading.Event()
+        self.done: threading.Event = threading.Event()
         self.response: requests.Response | None = None
         self.body = b""
         self.error: BaseException | None = None

@@ -108,7 +108,7 @@ class LocalLlamaServer:
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
         if port is not None and not (isinstance(port, int) and 0 < port < 65536):
             raise ConfigError(f"port must be in 1..65535, got {port!r}")
-        self.gguf_path = str(path)
+        self.gguf_path: str = str(path)
         self.port = port
         self.n_ctx = n_ctx
         self.threads = threads

@@ -22,6 +22,7 @@ from typing import Literal
 
 from corrective_rag.calls.proposals import asking_proposals
 from corrective_rag.errors import ConfigError
+from corrective_rag.protocols import ProposalReader
 
 __all__ = [
     "CALL_MODES",
@@ -47,9 +48,16 @@ def check_call_mode(call_mode: object) -> CallMode:
     raise ConfigError(f"call_mode must be one of {', '.join(CALL_MODES)}, got {call_mode!r}")
 
 
-def grading_context(call_mode: CallMode) -> contextlib.AbstractContextManager[None]:
-    """The context the loop grades in: asking for a proposal in one-call mode only."""
-    return asking_proposals(call_mode == "one-call")
+def grading_context(
+    call_mode: CallMode, rewriter: object
+) -> contextlib.AbstractContextManager[None]:
+    """The context the loop grades in: asking for a proposal in one-call mode.
+
+    Unless the rewriter says it never reads one (:class:`~corrective_rag.protocols.
+    ProposalReader`).
+    """
+    unread = isinstance(rewriter, ProposalReader) and rewriter.reads_proposals is False
+    return asking_proposals(call_mode == "one-call" and not unread)
 
 
 def unused_rewriter_model(evaluator: object, rewriter: object, call_mode: CallMode) -> bool:

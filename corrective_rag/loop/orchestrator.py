@@ -49,7 +49,7 @@ from corrective_rag.types import (
 # CorrectiveRAGOrchestrator: its home is corrective_rag
 __all__: list[str] = []
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 MAX_TOP_K = 1000  # more documents per iteration than any evaluator should judge in one go
 MAX_ITERATIONS = 100  # a loop this long is a configuration mistake, not a search strategy
@@ -155,25 +155,25 @@ class CorrectiveRAGOrchestrator:
         _check_parts(retriever, evaluator, rewriter, generator, fallback)
         self._call_mode = check_call_mode(call_mode)
         unused_rewriter_model(evaluator, rewriter, self._call_mode)
-        self.policy = _check_policy(policy, min_relevant, evaluator)
+        self.policy: FilterPolicy = _check_policy(policy, min_relevant, evaluator)
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget or None, got {budget!r}")
         if not isinstance(refine, bool):
             raise ConfigError(f"refine must be a bool, got {refine!r}")
         if lanes is not None and not isinstance(lanes, Lanes):
             raise ConfigError(f"lanes must be a Lanes or None, got {lanes!r}")
-        self.lanes = lanes if lanes is not None else Lanes()
+        self.lanes: Lanes = lanes if lanes is not None else Lanes()
         self.retriever = retriever
         self.evaluator = evaluator
         self.rewriter = rewriter
         self.generator = generator
         self.fallback = fallback
-        self.max_iterations = _check_int("max_iterations", max_iterations, 1, MAX_ITERATIONS)
-        self.top_k = _check_int("top_k", top_k, 1, MAX_TOP_K)
-        self.candidate_limit = _check_int("candidate_limit", candidate_limit, top_k, 100_000)
+        self.max_iterations: int = _check_int("max_iterations", max_iterations, 1, MAX_ITERATIONS)
+        self.top_k: int = _check_int("top_k", top_k, 1, MAX_TOP_K)
+        self.candidate_limit: int = _check_int("candidate_limit", candidate_limit, top_k, 100_000)
         self.budget = budget
         self.refine = refine
-        self.strip_sentences = _check_int("strip_sentences", strip_sentences, 1, 100)
+        self.strip_sentences: int = _check_int("strip_sentences", strip_sentences, 1, 100)
         self._docs_per_call = documents_per_call(evaluator)
 
     @property

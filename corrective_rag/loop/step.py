@@ -42,7 +42,8 @@ def judge_source(
     proposal = None
     if fresh:
         documents = [h.document for h in fresh]
-        with grading_context(parts.call_mode):  # one-call: the grading call proposes
+        # one-call: the grading call proposes (unless the rewriter never reads a proposal)
+        with grading_context(parts.call_mode, parts.rewriter):
             verdicts, usage, proposal = evaluate(
                 parts.evaluator, st.question, documents, st.judged_docs
             )

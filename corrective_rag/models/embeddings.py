@@ -79,7 +79,7 @@ class SentenceTransformerEmbedder:
             raise ConfigError(f"cache_size must be >= 0, got {cache_size}")
         if span_precision not in PRECISIONS:
             raise ConfigError(f"span_precision must be one of {PRECISIONS}, got {span_precision!r}")
-        self.name = model or DEFAULT_MODEL
+        self.name: str = model or DEFAULT_MODEL
         self.device = device
         self.batch_size = batch_size
         self._span_precision: str | None = None if span_precision == "auto" else span_precision
@@ -93,7 +93,7 @@ class SentenceTransformerEmbedder:
         self._span_batcher: Batcher[tuple[str, Spans], tuple[Vector, Vector]] = Batcher(
             self._encode_spans
         )
-        self.texts_embedded = 0  # how many texts went through the model (cache misses)
+        self.texts_embedded: int = 0  # how many texts went through the model (cache misses)
 
     def _load(self) -> SentenceTransformer:
         with self._load_lock:

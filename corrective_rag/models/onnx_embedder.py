@@ -122,9 +122,9 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         if threads is not None and (not isinstance(threads, int) or threads <= 0):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
         self.precision = precision
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.cache_dir: Path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.threads = threads
-        self.exports = 0  # how many times this embedder exported its model (0 once cached)
+        self.exports: int = 0  # how many times this embedder exported its model (0 once cached)
         self._runtime: _Runtime | None = None
         self._runtime_lock = threading.Lock()
         self._sessions: list[_Runtime] | None = None  # the single-threaded ones, made lazily

@@ -29,7 +29,7 @@ class ModelTokenizer:
     def __init__(self, model: str | None = None) -> None:
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ConfigError("model must be a non-empty string or None")
-        self.name = model or DEFAULT_MODEL
+        self.name: str = model or DEFAULT_MODEL
         self._tokenizer: Any = None
         self._max_tokens: int | None = None
         self._lock = threading.Lock()

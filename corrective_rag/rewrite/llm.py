@@ -30,7 +30,7 @@ from corrective_rag.types import Judged, Rewrite, RewriteRequest, RewriteSource,
 # LLMRewriter: its home is corrective_rag
 __all__: list[str] = []
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 _REPLY_TOKENS = 200  # a query and a sentence of rationale
 # why a query that is the question plus a word is not searched: its own hits would take slots from
@@ -63,7 +63,7 @@ class LLMRewriter:
         if not isinstance(excerpt_chars, int) or excerpt_chars < 0:
             raise ConfigError(f"excerpt_chars must be an int >= 0, got {excerpt_chars!r}")
         self.chat = chat
-        self.strict = bool(strict)
+        self.strict: bool = bool(strict)
         self.max_feedback = max_feedback
         self.excerpt_chars = excerpt_chars
 

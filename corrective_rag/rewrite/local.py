@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.logs import get_logger
@@ -39,7 +40,7 @@ __all__ = ["NOTHING_KEPT", "document_title"]
 
 NOTHING_KEPT = "no document kept yet: nothing to learn a new query from"
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 # A named phrase of two or more words is worth more than a loose term: it is specific and
 # retrieves by title. One capitalised word ("American", "None", a sentence's first word) is no
@@ -79,6 +80,11 @@ class LocalRewriter:
     """
 
     @property
+    def reads_proposals(self) -> bool:
+        """``False``: it never reads the grading call's proposal (so none is asked for)."""
+        return False
+
+    @property
     def writes_feedback_query(self) -> bool:
         """``True``: its rewrites are the kept documents' term query already.
 
@@ -98,7 +104,7 @@ class LocalRewriter:
             raise ConfigError(f"max_new_terms must be >= 1, got {max_new_terms}")
         if max_missing_terms < 0:
             raise ConfigError(f"max_missing_terms must be >= 0, got {max_missing_terms}")
-        self.idf = check_idf(idf)
+        self.idf: Callable[[str], float] | None = check_idf(idf)
         self.max_new_terms = max_new_terms
         self.max_missing_terms = max_missing_terms
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from corrective_rag.types import Document
 
 __all__ = ["Before", "Sides", "apply_write", "delete_documents", "write_documents"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,7 @@ __all__ = [
     "embed_documents",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 DEFAULT_COLLECTION = "corrective_rag"  # the collection a store uses unless told, on every engine
 RESERVED_PREFIX = "_crag_"  # metadata keys the store writes itself; users may not

@@ -26,7 +26,7 @@ from corrective_rag.text import tokenize
 
 __all__ = ["BM25Index", "bm25_class"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 K1 = 1.5  # rank_bm25's defaults, kept so that scores match the reference implementation
 B = 0.75

@@ -47,7 +47,7 @@ __all__ = [
     "server_opener",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 STAMP_KEY = "crag_stamp"  # in the collection's metadata: ties it to the saved BM25 side
 # chromadb rejects batches above its max_batch_size (~5461 on 1.5); stay clear of it.

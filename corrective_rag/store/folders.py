@@ -117,10 +117,10 @@ class NewFolder:
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.path = Path(directory)
-        self.existed = self.path.exists()
-        self.before = set(os.listdir(self.path)) if self.path.is_dir() else set()
-        self.fresh = not self.existed or (self.path.is_dir() and self.before <= _LOCKS)
+        self.path: Path = Path(directory)
+        self.existed: bool = self.path.exists()
+        self.before: set[str] = set(os.listdir(self.path)) if self.path.is_dir() else set()
+        self.fresh: bool = not self.existed or (self.path.is_dir() and self.before <= _LOCKS)
 
     def remove(self) -> None:
         """Remove what was made since (the folder itself if it was missing); fresh folders only."""

@@ -42,7 +42,7 @@ from corrective_rag.types import Document, Hit
 # HybridStore: its home is corrective_rag
 __all__: list[str] = []
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 class HybridStore(StoreLifetime):

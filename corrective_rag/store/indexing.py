@@ -45,7 +45,7 @@ __all__ = [
     "read_paths",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 DEFAULT_WRITE_BATCH = 256  # documents per store write: bounded memory, one progress step
 # Metadata on the chunks of a file whose last chunk is not stored yet (a file larger than one

@@ -40,7 +40,7 @@ from corrective_rag.store.search import DEFAULT_ALPHA, DEFAULT_CANDIDATES, Searc
 
 __all__ = ["StoreLifetime"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 _Store = TypeVar("_Store", bound="StoreLifetime")
 

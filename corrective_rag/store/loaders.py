@@ -62,7 +62,7 @@ JSONL_SUFFIXES = (".jsonl",)
 
 PathArg = str | os.PathLike[str]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 class EmptyRecordError(InputError):

@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import uuid
+from typing import Any
 
 from corrective_rag.errors import StoreConsistencyError, StoreLockedError
 from corrective_rag.logs import get_logger
@@ -38,7 +39,7 @@ __all__ = [
     "rebuild",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 LOCK_NAME = ".corrective_rag.lock"
 
@@ -62,8 +63,8 @@ class SavedBM25:
     """The BM25 side of one collection on disk: a snapshot and an append-only log of writes."""
 
     def __init__(self, directory: str, collection: str) -> None:
-        self.snapshot = bm25_path(directory, collection)
-        self.log = os.path.join(directory, f"bm25-{collection}.log")
+        self.snapshot: str = bm25_path(directory, collection)
+        self.log: str = os.path.join(directory, f"bm25-{collection}.log")
 
     def log_size(self) -> int:
         """The log's length in bytes (0 when there is none)."""
@@ -165,7 +166,7 @@ class WriterLock:
     """
 
     def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, LOCK_NAME)
+        self.path: str = os.path.join(directory, LOCK_NAME)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

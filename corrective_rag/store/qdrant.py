@@ -53,7 +53,7 @@ __all__ = [
     "store_opener",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 MARKER = "meta.json"  # qdrant-client's local mode writes it in a folder it opens
 DENSE, SPARSE = "dense", "bm25"

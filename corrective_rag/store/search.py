@@ -35,7 +35,7 @@ __all__ = [
     "leg_search",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 # Each leg hands over its best 100: deep enough that a document one leg ranks ~50th can still be
 # lifted by the other, cheap enough (one chroma query, one argpartition) for ~10 ms queries.

@@ -47,13 +47,13 @@ MakeModel = Callable[[str, str], ChatModel]
 
 HELLO = [{"role": "user", "content": "say hello"}]
 REPLY = "hello there"
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "title": "answer",
     "type": "object",
     "properties": {"answer": {"type": "string"}, "sure": {"type": "boolean"}},
     "required": ["answer", "sure"],
 }
-ANSWER = {"answer": "Ganymede", "sure": True}
+ANSWER: dict[str, Any] = {"answer": "Ganymede", "sure": True}
 KEY = "sk-contract-5e1f0a9c7b3d"
 
 
@@ -87,8 +87,8 @@ class ChatModelContract:
         deadline_seconds: the call scope's deadline in the deadline check.
     """
 
-    hold_seconds = 20.0
-    deadline_seconds = 0.5
+    hold_seconds: float = 20.0
+    deadline_seconds: float = 0.5
 
     def make_model(self, base_url: str, api_key: str) -> ChatModel:
         """Your chat model for the OpenAI-compatible server at ``base_url``, with ``api_key``.

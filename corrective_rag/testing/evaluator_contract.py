@@ -55,7 +55,7 @@ class ContractViolation(AssertionError):
     """An evaluator broke the verdict contract; ``violations`` lists each broken rule."""
 
     def __init__(self, violations: Sequence[str]) -> None:
-        self.violations = tuple(violations)
+        self.violations: tuple[str, ...] = tuple(violations)
         super().__init__("evaluator contract broken:\n- " + "\n- ".join(self.violations))
 
 

@@ -50,7 +50,7 @@ class ListRetriever:
     """
 
     def __init__(self, documents: Iterable[Document]) -> None:
-        self.documents = list(documents)
+        self.documents: list[Document] = list(documents)
         ids = [d.id for d in self.documents]
         if len(ids) != len(set(ids)):
             raise ConfigError("ListRetriever: document ids must be unique")
@@ -127,8 +127,8 @@ class ScriptedEvaluator:
         self.confidence = confidence
         self.documents_per_call = documents_per_call
         self.usage_per_call = usage_per_call
-        self.proposals = list(proposals)
-        self.calls = 0
+        self.proposals: list[str | None] = list(proposals)
+        self.calls: int = 0
         self.evaluated: list[tuple[str, str]] = []
 
     def _verdict(self, question: str, doc: Document) -> Verdict:
@@ -177,6 +177,11 @@ class ScriptedRewriter:
         self.script = script
         self.usage = usage
         self.requests: list[RewriteRequest] = []
+
+    @property
+    def reads_proposals(self) -> bool:
+        """``False``: its rewrites are scripted (the loop asks for no proposal)."""
+        return False
 
     def rewrite(self, request: RewriteRequest) -> Rewrite:
         """Return the next scripted rewrite for ``request``."""

@@ -150,9 +150,11 @@ class HostileLLMServer(ScriptedLLMServer):
         self.times = times
         self.interval = interval
         self.size = size
-        self.headers = dict(headers or {"Retry-After": "1e9", "X-RateLimit-Reset": "inf"})
+        self.headers: dict[str, str] = dict(
+            headers or {"Retry-After": "1e9", "X-RateLimit-Reset": "inf"}
+        )
         self.repeat = repeat
-        self.hostile_count = 0
+        self.hostile_count: int = 0
 
     def bomb(self) -> bytes:
         """The ``"gzip_bomb"`` body, made once per size and process."""

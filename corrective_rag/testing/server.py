@@ -322,12 +322,12 @@ class ScriptedLLMServer:
         self.model = model
         self.usage = usage
         self.count_tokens = count_tokens
-        self.reject_formats = frozenset(reject_formats)
+        self.reject_formats: frozenset[str] = frozenset(reject_formats)
         self.requests: list[dict[str, Any]] = []
-        self.request_count = 0
-        self.max_in_flight = 0
-        self.disconnects = 0
-        self.connections = 0
+        self.request_count: int = 0
+        self.max_in_flight: int = 0
+        self.disconnects: int = 0
+        self.connections: int = 0
         self.streaming = streaming
         self.reject_stream = reject_stream
         self.obey_schema = obey_schema

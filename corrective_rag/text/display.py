@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["cut", "display_width", "json_safe", "pad", "printable"]
+__all__ = ["clip", "cut", "display_width", "json_safe", "pad", "printable"]
 
 # Bidirectional embeddings, overrides and isolates (Unicode TR9): invisible, yet they reorder
 # what follows them on screen ("Trojan Source", CVE-2021-42574).
@@ -81,10 +81,24 @@ def display_width(text: str) -> int:
     return sum(_char_width(ch) for ch in printable(text))
 
 
+# cut reads at most this many characters of its text per column asked for, plus SCAN_EXTRA:
+# an escape shows one character in up to 6 columns, so a column never needs more than one
+# character, save runs of spaces and marks of no width; a line cut short there still ends "…".
+SCAN_PER_COLUMN = 4
+SCAN_EXTRA = 256
+
+
 def cut(text: str, width: int) -> str:
-    """``text`` on one line, escaped, cut to at most ``width`` columns with a trailing ``…``."""
-    line = printable(" ".join(text.split()))
-    if display_width(line) <= width:
+    """``text`` on one line, escaped, cut to at most ``width`` columns with a trailing ``…``.
+
+    Only a prefix of ``text`` is read (``SCAN_PER_COLUMN * width + SCAN_EXTRA`` characters), so
+    the cost follows ``width``, not the text: a 100 MB question is listed as fast as a short one.
+    """
+    limit = SCAN_PER_COLUMN * max(width, 0) + SCAN_EXTRA
+    whole = len(text) <= limit
+    head = text[:limit]
+    line = printable(" ".join(head.split()))
+    if whole and display_width(line) <= width:
         return line
     out: list[str] = []
     used = 0
@@ -95,6 +109,17 @@ def cut(text: str, width: int) -> str:
         out.append(ch)
         used += w
     return "".join(out) + "…"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` whole up to ``limit`` characters; else its first ``limit`` and how long it was.
+
+    ``clip("abcdef", 3)`` is ``"abc… (cut at 3 of 6 characters)"``: an error message or a field
+    of a results file shown on a terminal stays bounded, and the reader sees that it was cut.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (cut at {limit:,} of {len(text):,} characters)"
 
 
 def pad(text: str, width: int, *, right: bool = False) -> str:

@@ -31,7 +31,7 @@ from corrective_rag.web.search import WebSearchRetriever
 # BraveRetriever: its home is corrective_rag.web
 __all__ = ["BRAVE_URL", "fit_query"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 BRAVE_URL = "https://api.search.brave.com"
 MAX_QUERY_CHARS = 400  # Brave's documented limits on q
@@ -79,7 +79,7 @@ class BraveRetriever(WebSearchRetriever):
         **options: Any,
     ) -> None:
         self._api_key = check_key(api_key, "api_key")
-        self.base_url = check_base_url(base_url)
+        self.base_url: str = check_base_url(base_url)
         if safesearch is not None and safesearch not in _SAFESEARCH:
             raise ConfigError(f"safesearch must be one of {_SAFESEARCH}, got {safesearch!r}")
         for name, value in (("country", country), ("search_lang", search_lang)):

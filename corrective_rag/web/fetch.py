@@ -58,7 +58,7 @@ from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_
 # PageFetcher: its home is corrective_rag.web
 __all__ = ["HTML_TYPES", "TEXT_TYPES", "html_to_text"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
@@ -146,8 +146,8 @@ class PageFetcher:
                 session.mount(prefix, guarded.get_adapter(prefix))
         self.allow_private = allow_private
         self.allow_networks = networks
-        self.timeouts = timeouts or Timeouts(connect=5.0, read=15.0)
-        self.deadline = float(deadline)
+        self.timeouts: Timeouts = timeouts or Timeouts(connect=5.0, read=15.0)
+        self.deadline: float = float(deadline)
         self.max_bytes = max_bytes
         self.max_hosts = max_hosts
         self.chunk_tokens = chunk_tokens

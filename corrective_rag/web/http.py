@@ -44,7 +44,7 @@ from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_
 # WebSettings: its home is corrective_rag.web
 __all__ = ["USER_AGENT", "JsonCaller", "check_base_url", "check_key", "rate_limit_wait"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 USER_AGENT = f"corrective_rag/{__version__} (corrective RAG web fallback; python-requests)"
 

@@ -30,7 +30,7 @@ from corrective_rag.web.transfer import end_of
 
 __all__ = ["WebSearchRetriever"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 class WebSearchRetriever:
@@ -82,10 +82,10 @@ class WebSearchRetriever:
             raise ConfigError(f"remember_seconds must be >= 0, got {remember_seconds!r}")
         self._secrets = secrets_of(secrets)
         self._memo: Memo[str, list[WebResult]] = Memo(remember_seconds, 256)
-        self.settings = settings or WebSettings()
+        self.settings: WebSettings = settings or WebSettings()
         self.fetch_pages = fetch_pages
         self.fetch_top = fetch_top
-        self.fetcher = fetcher if fetch_pages else None
+        self.fetcher: PageFetcher | None = fetcher if fetch_pages else None
         self._caller = JsonCaller(
             self.provider, self.settings, secrets=secrets, session=session, sleep=sleep, rng=rng
         )

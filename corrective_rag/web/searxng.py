@@ -30,7 +30,7 @@ from corrective_rag.web.search import WebSearchRetriever
 # SearxngRetriever: its home is corrective_rag.web
 __all__: list[str] = []
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 _SAFESEARCH = (0, 1, 2)
 _TIME_RANGES = (None, "day", "week", "month", "year")
@@ -65,7 +65,7 @@ class SearxngRetriever(WebSearchRetriever):
         time_range: str | None = None,
         **options: Any,
     ) -> None:
-        self.base_url = check_base_url(base_url)
+        self.base_url: str = check_base_url(base_url)
         if safesearch is not None and safesearch not in _SAFESEARCH:
             raise ConfigError(f"safesearch must be 0, 1 or 2, got {safesearch!r}")
         if time_range not in _TIME_RANGES:

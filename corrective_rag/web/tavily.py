@@ -70,7 +70,7 @@ class TavilyRetriever(WebSearchRetriever):
         **options: Any,
     ) -> None:
         self._api_key = check_key(api_key, "api_key")
-        self.base_url = check_base_url(base_url)
+        self.base_url: str = check_base_url(base_url)
         if search_depth not in _DEPTHS:
             raise ConfigError(f"search_depth must be one of {_DEPTHS}, got {search_depth!r}")
         if topic not in _TOPICS:

@@ -47,7 +47,7 @@ class Transfer(Abandonable, Generic[T]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.done = threading.Event()
+        self.done: threading.Event = threading.Event()
         self.value: T | None = None
         self.error: BaseException | None = None
 

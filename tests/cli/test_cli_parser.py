@@ -65,3 +65,37 @@ def test_a_queries_file_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
     lines = [json.dumps({"id": "q1", "query": "first"}), json.dumps({"id": "q2", "query": "x"})]
     path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())
     assert ["q1", "q2"] == [q.id for q in read_queries(path)]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--llm-url", "http://127.0.0.1:9/v1", "--model", "m"],
+        ["--local-llm", "m.gguf"],
+        ["--max-iterations", "3"],
+        ["--top-k", "4"],
+        ["--policy", "medical"],
+        ["--timeout", "5"],
+        ["--judge-cap", "2"],
+        ["--fallback", "searxng"],
+    ],
+)
+def test_index_refuses_the_flags_of_a_run(
+    flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`index` takes the store's flags only: a run's flag is a usage error naming `index`, and
+    nothing is indexed."""
+    assert 2 == main(["index", str(tmp_path), "--store", str(tmp_path / "s"), *flags])
+    err = capsys.readouterr().err
+    assert err.startswith(f"corrective-rag: error: unrecognized arguments: {flags[0]}")
+    assert "corrective-rag index --help" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_index_still_takes_the_store_flags() -> None:
+    """The store's flags parse for index, and the options a run reads keep their defaults."""
+    args = build_parser().parse_args(
+        ["index", "docs", "--qdrant", "http://127.0.0.1:6333", "--chroma-port", "9000"]
+    )
+    assert ("http://127.0.0.1:6333", 9000, None) == (args.qdrant, args.chroma_port, args.store)
+    assert (None, None, 5, 3) == (args.llm_url, args.model, args.top_k, args.max_iterations)

@@ -234,3 +234,34 @@ def test_a_cancelled_run_makes_no_call():
             cancel.set()
             chat.complete([{"role": "user", "content": "hi"}])
         assert 0 == server.request_count
+
+
+def test_k_caps_the_documents_returned_best_first(offline_orchestrator):
+    """k, in the constructor or per invoke/ainvoke, returns the k best kept documents; the run
+    keeps all it found."""
+    import asyncio
+
+    retriever = CorrectiveRetriever(orchestrator=offline_orchestrator, k=2)
+    docs = retriever.invoke(QUESTION)
+    result = retriever.last_result
+    assert result is not None and 3 == len(result.kept)
+    assert list(result.kept_ids[:2]) == [d.id for d in docs]
+    assert [result.kept_ids[0]] == [d.id for d in retriever.invoke(QUESTION, k=1)]
+    assert 3 == len(retriever.invoke(QUESTION, k=10))
+    assert 1 == len(asyncio.run(retriever.ainvoke(QUESTION, k=1)))
+
+
+def test_unknown_fields_and_keywords_are_refused(offline_orchestrator):
+    """A misspelt field or invoke keyword, or a k that is no int >= 1, raises instead of being
+    ignored."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="top_n"):
+        CorrectiveRetriever(orchestrator=offline_orchestrator, top_n=3)
+    with pytest.raises(ValidationError):
+        CorrectiveRetriever(orchestrator=offline_orchestrator, k=0)
+    retriever = CorrectiveRetriever(orchestrator=offline_orchestrator)
+    with pytest.raises(ConfigError, match="unknown keyword 'top_n'"):
+        retriever.invoke(QUESTION, top_n=1)
+    with pytest.raises(ConfigError, match="k must be None or an int >= 1"):
+        retriever.invoke(QUESTION, k=True)

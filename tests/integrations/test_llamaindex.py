@@ -253,3 +253,34 @@ def test_splitting_documents_fetches_no_tokenizer(tmp_path):
     assert 0 == out.returncode, out.stderr[-2000:]
     count, tried = out.stdout.split(" ", 1)
     assert int(count) > 1 and "[]" == tried.strip()
+
+
+def test_similarity_top_k_caps_the_nodes_returned_best_first(offline_orchestrator):
+    """similarity_top_k, in the constructor or per retrieve/aretrieve, returns the best kept
+    nodes; the run keeps all it found."""
+    import asyncio
+
+    retriever = CorrectiveRetriever(offline_orchestrator, similarity_top_k=2)
+    nodes = retriever.retrieve(QUESTION)
+    result = retriever.last_result
+    assert result is not None and 3 == len(result.kept)
+    assert list(result.kept_ids[:2]) == [n.node.node_id for n in nodes]
+    first = retriever.retrieve(QUESTION, similarity_top_k=1)
+    assert [result.kept_ids[0]] == [n.node.node_id for n in first]
+    assert 3 == len(retriever.retrieve(QUESTION, similarity_top_k=10))
+    assert 1 == len(asyncio.run(retriever.aretrieve(QUESTION, similarity_top_k=1)))
+    assert 2 == len(retriever.retrieve(QUESTION))  # a call's override does not stay
+
+
+def test_unknown_options_and_bad_caps_are_refused(offline_orchestrator):
+    """A misspelt option raises TypeError and a cap that is no int >= 1 ConfigError, instead of
+    being ignored."""
+    with pytest.raises(TypeError, match="top_n"):
+        CorrectiveRetriever(offline_orchestrator, top_n=3)
+    with pytest.raises(ConfigError, match="similarity_top_k must be None or an int >= 1"):
+        CorrectiveRetriever(offline_orchestrator, similarity_top_k=0)
+    retriever = CorrectiveRetriever(offline_orchestrator)
+    with pytest.raises(TypeError, match="top_n"):
+        retriever.retrieve(QUESTION, top_n=1)
+    with pytest.raises(ConfigError, match="similarity_top_k"):
+        retriever.retrieve(QUESTION, similarity_top_k=2.5)

@@ -24,7 +24,7 @@ __all__ = [
     "interrupted_line",
 ]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 RunOne: TypeAlias = Callable[[str], RunResult]
 

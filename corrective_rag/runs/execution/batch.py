@@ -72,7 +72,7 @@ from corrective_rag.text.secrets import redact_tree
 # run_batch: its home is corrective_rag
 __all__ = ["Engine"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 _PROBE = 3  # first results that, all failing with the same permanent error, stop the batch
 _POLL = 0.1  # seconds between checks of the cancel event while waiting for results

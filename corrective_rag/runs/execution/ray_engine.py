@@ -31,7 +31,7 @@ from corrective_rag.runs.records.results import error_line
 
 __all__ = ["RayEngine", "RecordLine", "start_local_ray"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 RecordLine = Callable[[dict[str, Any]], None]
 
@@ -151,7 +151,7 @@ class RayEngine:
         self.address = address
         self.num_cpus = num_cpus
         self.task_retries = task_retries
-        self.runtime_env = dict(runtime_env) if runtime_env else None
+        self.runtime_env: dict[str, Any] | None = dict(runtime_env) if runtime_env else None
 
     def run(
         self,

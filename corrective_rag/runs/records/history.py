@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.logs import get_logger
@@ -33,7 +33,7 @@ try:  # POSIX advisory locks keep concurrent appends from interleaving; elsewher
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 def result_to_json(result: RunResult, *, indent: int | None = None) -> str:
@@ -93,7 +93,7 @@ class HistoryStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         if not isinstance(path, str | os.PathLike) or not str(path):
             raise ConfigError(f"history path must be a non-empty path, got {path!r}")
-        self.path = Path(path)
+        self.path: Path = Path(path)
         if self.path.is_dir():
             raise ConfigError(f"history path {self.path} is a directory")
 

@@ -22,7 +22,7 @@ from corrective_rag.logs import get_logger
 
 __all__ = ["decode_line", "iter_appended", "iter_jsonl", "torn_tail"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -3,12 +3,15 @@
 :func:`check_output` is called before anything is written. It refuses an output that is the same
 file as an input or as another output of the same command, however it is spelled (relative or
 absolute, through a symbolic link, or as a hard link to the same inode), an output that is a
-folder, and an output whose folder does not exist (a typo must not create folders silently).
+folder, an output that exists and is no regular file (a FIFO blocks the command until a reader
+comes, ``/dev/null`` swallows a results file that a resume must read back), and an output whose
+folder does not exist (a typo must not create folders silently).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -49,8 +52,9 @@ def check_output(
             rule); library calls that create the folder themselves pass False.
 
     Raises:
-        InputError: ``out`` is the same file as an input or another output, is a folder, or
-            its folder does not exist (with ``folder_must_exist``).
+        InputError: ``out`` is the same file as an input or another output, is a folder, is
+            no regular file (a FIFO, a device, a socket), or its folder does not exist (with
+            ``folder_must_exist``).
     """
     path = Path(out)
     for kind, pairs in (("input", inputs), ("output", outputs)):
@@ -62,6 +66,29 @@ def check_output(
                 )
     if path.is_dir():
         raise InputError(f"{what} {path} is a folder, not a file")
+    special = _special_kind(path)
+    if special is not None:
+        raise InputError(f"{what} {path} is {special}, not a regular file: write to a file")
     folder = path.parent
     if folder_must_exist and not folder.is_dir():
         raise InputError(f"{what}: folder {folder} does not exist (create it first)")
+
+
+def _special_kind(path: Path) -> str | None:
+    """What an existing ``path`` is when it is no regular file (None: a file, or nothing there).
+
+    ``os.stat`` follows a symbolic link and never opens the path, so a FIFO is not blocked on.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"

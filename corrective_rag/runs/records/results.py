@@ -33,7 +33,7 @@ from corrective_rag.types import RunResult
 # ResultRecord and read_results: their home is corrective_rag.runs
 __all__ = ["error_line", "latest_records", "ok_line", "record_of", "repair_torn_tail"]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 STATUS_OK = "ok"
 STATUS_ERROR = "error"
