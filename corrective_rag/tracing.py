@@ -21,6 +21,12 @@ Contents (the question, queries, prompts, replies, documents' ids aside) are rec
 :func:`capture_content` ``(True)``, as the GenAI conventions advise: they may hold what users
 would not send to a tracing backend. Exception messages can quote a server's reply, so a failed
 span carries the exception's type (``error.type``) and its message only with contents on.
+
+Every attribute is bounded, contents or not: a text holds at most :data:`MAX_ATTRIBUTE_CHARS`
+characters (a longer one is cut, ending in ``…[cut: N chars]`` with its whole length), a list at
+most :data:`MAX_ATTRIBUTE_ITEMS` items (a sibling ``<name>_original_length`` says how many it
+had), and the messages' JSON is cut message by message so it stays JSON. An exporter refuses an
+oversized batch whole, taking other runs' spans with it: one long question must not do that.
 docs/tracing.md has the attribute table.
 """
 
@@ -30,6 +36,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
@@ -39,6 +46,8 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.logs import get_logger
 
 __all__ = [
+    "MAX_ATTRIBUTE_CHARS",
+    "MAX_ATTRIBUTE_ITEMS",
     "capture_content",
     "content_captured",
     "lane",
@@ -55,6 +64,14 @@ log = get_logger(__name__)
 
 TRACER_NAME = "corrective_rag"
 NS = "corrective_rag."  # our attributes' namespace, as the conventions ask of custom ones
+
+# The bounds on one attribute. 8,192 characters hold a grading prompt of a few documents whole
+# and keep a span of a dozen captured attributes near 100 kB, far under the 4 MiB a gRPC
+# collector takes per batch by default (a 1 MiB question once made 9.4 MB of attributes in one
+# run, and the refused batch lost the spans of the runs beside it). 64 items hold any kept or
+# hit list a loop makes (top_k is at most 50 in the CLI) with room to spare.
+MAX_ATTRIBUTE_CHARS = 8192
+MAX_ATTRIBUTE_ITEMS = 64
 
 
 class _Options:
@@ -85,6 +102,70 @@ def capture_content(enabled: bool) -> None:
 def content_captured() -> bool:
     """True when :func:`capture_content` turned contents on."""
     return _OPT.contents
+
+
+def cut_text(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in a marker with its whole length.
+
+    A text within the limit comes back whole; a longer one as its start and
+    ``…[cut: 1048576 chars]``, ``limit`` characters in all.
+    """
+    if len(text) <= limit:
+        return text
+    marker = f"…[cut: {len(text)} chars]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes to set: ``None`` dropped, texts and lists cut to the bounds.
+
+    A list cut to :data:`MAX_ATTRIBUTE_ITEMS` items gets a sibling ``<name>_original_length``
+    (not ``<name>.original_length``: readers such as Phoenix nest dotted names, and a name
+    cannot be both a value and a parent).
+    """
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            out[key] = cut_text(value)
+        elif isinstance(value, (list, tuple)):
+            if len(value) > MAX_ATTRIBUTE_ITEMS:
+                out[key + "_original_length"] = len(value)
+            items = value[:MAX_ATTRIBUTE_ITEMS]
+            out[key] = [cut_text(v) if isinstance(v, str) else v for v in items]
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+def fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
+    """How many characters of each text to keep so that they sum to at most ``budget``.
+
+    Short texts stay whole; the long ones share what is left equally (water-filling), so a
+    one-line system message survives beside a 1 MiB user message.
+    """
+    shares = [0] * len(lengths)
+    left = max(0, budget)
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    for n, i in enumerate(order):
+        shares[i] = min(lengths[i], left // (len(order) - n))
+        left -= shares[i]
+    return shares
+
+
+def json_fitted(texts: Sequence[str], build: Callable[[list[str]], Any]) -> str:
+    """``build(texts)`` as JSON of at most :data:`MAX_ATTRIBUTE_CHARS` characters.
+
+    The texts are cut to fit (each cut one ending in the cut marker), so the value stays JSON
+    with every text in its place; only escapes past the slack left for them cut the JSON itself.
+    """
+    text = json.dumps(build(list(texts)), ensure_ascii=False)
+    if len(text) <= MAX_ATTRIBUTE_CHARS:
+        return text
+    frame = len(json.dumps(build([""] * len(texts)), ensure_ascii=False))
+    budget = MAX_ATTRIBUTE_CHARS - frame - 32 * len(texts)  # 32: a marker and a few escapes
+    shares = fair_shares([len(t) for t in texts], budget)
+    fitted = [t if n >= len(t) else cut_text(t, n) for t, n in zip(texts, shares, strict=True)]
+    return cut_text(json.dumps(build(fitted), ensure_ascii=False))
 
 
 @contextlib.contextmanager
@@ -139,12 +220,12 @@ def _span(
         opened = tracer.start_as_current_span(
             name,
             kind=kind,
-            attributes=dict(attributes),
+            attributes=bounded(attributes),
             record_exception=False,
             set_status_on_exception=False,
         )
     else:
-        opened = _ended(tracer.start_span(name, kind=kind, attributes=dict(attributes)))
+        opened = _ended(tracer.start_span(name, kind=kind, attributes=bounded(attributes)))
     with opened as span:
         try:
             yield span
@@ -152,9 +233,18 @@ def _span(
             if span.is_recording():
                 kind_name = f"{type(exc).__module__}.{type(exc).__qualname__}"
                 span.set_attribute("error.type", kind_name)
-                span.set_status(Status(StatusCode.ERROR, str(exc) if _OPT.contents else kind_name))
+                message = cut_text(str(exc)) if _OPT.contents else kind_name
+                span.set_status(Status(StatusCode.ERROR, message))
                 if _OPT.contents:
-                    span.record_exception(exc)
+                    # the SDK's own event would carry the message and stack whole
+                    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                    span.record_exception(
+                        exc,
+                        attributes={
+                            "exception.message": message,
+                            "exception.stacktrace": cut_text(stack),
+                        },
+                    )
             raise
 
 
@@ -180,7 +270,7 @@ def _record(span: Any, attributes: Callable[..., Mapping[str, Any]], *outcome: A
     except Exception as exc:
         log.debug("trace_attributes_skipped", span=getattr(span, "name", ""), error=repr(exc))
         return
-    span.set_attributes({k: v for k, v in found.items() if v is not None})
+    span.set_attributes(bounded(found))
 
 
 # -- the run and its iterations ------------------------------------------------------------
@@ -385,12 +475,15 @@ def _input_messages(messages: Any) -> str | None:
     """The conventions' ``gen_ai.input.messages``, as JSON text (span attributes are flat)."""
     if not isinstance(messages, Sequence):
         return None
-    shaped = [
-        {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
-        for m in messages
-        if isinstance(m, Mapping)
-    ]
-    return json.dumps(shaped, ensure_ascii=False)
+    sent = [m for m in messages if isinstance(m, Mapping)][:MAX_ATTRIBUTE_ITEMS]
+
+    def shaped(contents: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"role": m.get("role"), "parts": [{"type": "text", "content": c}]}
+            for m, c in zip(sent, contents, strict=True)
+        ]
+
+    return json_fitted([str(m.get("content")) for m in sent], shaped)
 
 
 def _reply_attributes(reply: Any) -> dict[str, Any]:
@@ -403,10 +496,10 @@ def _reply_attributes(reply: Any) -> dict[str, Any]:
         "gen_ai.response.finish_reasons": [finish] if finish else None,
     }
     if _OPT.contents:
-        message = {
-            "role": "assistant",
-            "parts": [{"type": "text", "content": reply.text}],
-            "finish_reason": finish or "",
-        }
-        out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+
+        def shaped(texts: list[str]) -> list[dict[str, Any]]:
+            parts = [{"type": "text", "content": texts[0]}]
+            return [{"role": "assistant", "parts": parts, "finish_reason": finish or ""}]
+
+        out["gen_ai.output.messages"] = json_fitted([reply.text], shaped)
     return out

@@ -24,7 +24,7 @@ from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.testing.faults import Fault
-from corrective_rag.types import Document
+from corrective_rag.types import Document, Hit
 
 QUESTION = "Which moons of Jupiter are the largest?"
 REWRITE = "Galilean moons volcanoes Io"
@@ -273,3 +273,71 @@ def test_queries_searched_together_each_get_a_retrieval_span(spans, embedder):
     assert 2 == len(failed)
     assert {"feedback"} == {s.attributes["corrective_rag.lane"] for s in failed}
     assert {StatusCode.ERROR} == {s.status.status_code for s in failed}
+
+
+def _attribute_bytes(found: list[ReadableSpan]) -> int:
+    return sum(
+        len(key.encode()) + sum(len(str(v).encode()) for v in (x if isinstance(x, tuple) else [x]))
+        for span in found
+        for key, x in span.attributes.items()
+    )
+
+
+def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, embedder):
+    """With contents on, a run over a 1 MiB question, searched and graded by an LLM, leaves
+    spans whose attributes total under 200 kB (9.4 MB before the caps), no text attribute past
+    MAX_ATTRIBUTE_CHARS, the cut ones ending in their whole length, and the messages still JSON."""
+    tracing.capture_content(True)
+    question = ("Which moons of Jupiter are the largest? " * 26215)[: 1 << 20]
+    with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        chat = OpenAIChatClient(server.base_url, "m")
+        orch = CorrectiveRAGOrchestrator(
+            store, LLMEvaluator(chat, batch_size=3, max_workers=1), LLMRewriter(chat), top_k=3
+        )
+        orch.run(question)
+    found = _ours(spans)
+    assert _attribute_bytes(found) < 200_000
+    texts = [v for s in found for v in s.attributes.values() if isinstance(v, str)]
+    assert max(len(t) for t in texts) <= tracing.MAX_ATTRIBUTE_CHARS
+    [run] = _named(found, "corrective_rag.run")
+    cut = run.attributes["corrective_rag.question"]
+    assert (tracing.MAX_ATTRIBUTE_CHARS, question[:100]) == (len(cut), cut[:100])
+    assert cut.endswith("…[cut: 1048576 chars]")
+    [search, *_] = _named(found, "retrieval")
+    assert search.attributes["gen_ai.retrieval.query.text"].endswith("…[cut: 1048576 chars]")
+    chats = _named(found, "chat m")
+    assert chats
+    for span in chats:
+        sent = json.loads(span.attributes["gen_ai.input.messages"])  # still JSON
+        assert ["system", "user"] == [m["role"] for m in sent]
+        assert "…[cut: " in sent[1]["parts"][0]["content"]
+        assert "…[cut: " not in sent[0]["parts"][0]["content"]  # the short one stays whole
+
+
+def test_long_lists_and_error_messages_are_cut_too(spans):
+    """A search returning 100 hits records 64 ids and `hit_ids_original_length` 100; a failure
+    whose message is 1 MiB records a status and exception event within the text bound."""
+    tracing.capture_content(True)
+    hits = [Hit(Document(f"d{i}", "text"), 1.0 / (i + 1), i + 1) for i in range(100)]
+
+    class Many:
+        collection_name = "many"
+
+        @tracing.traced_retrieval
+        def retrieve(self, query: str, *, top_k: int = 10) -> list[Hit]:
+            if query == "fail":
+                raise InputError("x" * (1 << 20))
+            return hits
+
+    Many().retrieve("q", top_k=100)
+    with pytest.raises(InputError):
+        Many().retrieve("fail")
+    done, failed = _named(_ours(spans), "retrieval")
+    assert [f"d{i}" for i in range(64)] == list(done.attributes["corrective_rag.hit_ids"])
+    assert 100 == done.attributes["corrective_rag.hit_ids_original_length"]
+    assert len(failed.status.description) <= tracing.MAX_ATTRIBUTE_CHARS
+    assert failed.status.description.endswith("…[cut: 1048576 chars]")
+    [event] = failed.events
+    assert all(len(str(v)) <= tracing.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
+    assert event.attributes["exception.message"] == failed.status.description
