@@ -236,7 +236,7 @@ def test_an_outcome_of_another_shape_costs_attributes_not_the_call(spans):
     [span] = _named(_ours(spans), "retrieval")
     assert ("odd", 2) == (
         span.attributes["gen_ai.data_source.id"],
-        span.attributes["gen_ai.request.top_k"],
+        span.attributes["gen_ai.retrieval.top_k"],
     )
     assert "corrective_rag.hits" not in span.attributes
 
@@ -285,7 +285,7 @@ def _attribute_bytes(found: list[ReadableSpan]) -> int:
 
 def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, embedder):
     """With contents on, a run over a 1 MiB question, searched and graded by an LLM, leaves
-    spans whose attributes total under 200 kB (9.4 MB before the caps), no text attribute past
+    spans whose attributes total under 250 kB (9.4 MB before the caps), no text attribute past
     MAX_ATTRIBUTE_CHARS, the cut ones ending in their whole length, and the messages still JSON."""
     tracing.capture_content(True)
     question = ("Which moons of Jupiter are the largest? " * 26215)[: 1 << 20]
@@ -297,7 +297,8 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
         )
         orch.run(question)
     found = _ours(spans)
-    assert _attribute_bytes(found) < 200_000
+    assert _attribute_bytes(found) < 250_000
+    assert {0} == {s.dropped_attributes for s in found}
     texts = [v for s in found for v in s.attributes.values() if isinstance(v, str)]
     assert max(len(t) for t in texts) <= tracing.MAX_ATTRIBUTE_CHARS
     [run] = _named(found, "corrective_rag.run")
@@ -334,6 +335,7 @@ def test_long_lists_and_error_messages_are_cut_too(spans):
     with pytest.raises(InputError):
         Many().retrieve("fail")
     done, failed = _named(_ours(spans), "retrieval")
+    assert 0 == done.dropped_attributes  # under the SDK's 128 attributes a span
     assert [f"d{i}" for i in range(64)] == list(done.attributes["corrective_rag.hit_ids"])
     assert 100 == done.attributes["corrective_rag.hit_ids_original_length"]
     assert len(failed.status.description) <= tracing.MAX_ATTRIBUTE_CHARS
@@ -341,3 +343,111 @@ def test_long_lists_and_error_messages_are_cut_too(spans):
     [event] = failed.events
     assert all(len(str(v)) <= tracing.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
     assert event.attributes["exception.message"] == failed.status.description
+
+
+def test_run_and_iteration_spans_are_openinference_chains_with_their_outputs(spans, embedder):
+    """The run span is a CHAIN with operation invoke_workflow and its outcome as JSON output;
+    each iteration a CHAIN with operation iteration and its action and ids; each search a
+    RETRIEVER; no input value without contents."""
+    result = _hybrid_run(embedder)
+    found = _ours(spans)
+    [run] = _named(found, "corrective_rag.run")
+    assert ("CHAIN", "invoke_workflow", "application/json") == (
+        run.attributes["openinference.span.kind"],
+        run.attributes["gen_ai.operation.name"],
+        run.attributes["output.mime_type"],
+    )
+    assert {"stop_reason": "enough_relevant", "kept_ids": list(result.kept_ids)} == json.loads(
+        run.attributes["output.value"]
+    )
+    iterations = sorted(_named(found, "corrective_rag.iteration"), key=lambda s: s.start_time)
+    for span, record in zip(iterations, result.history, strict=True):
+        assert ("CHAIN", "iteration") == (
+            span.attributes["openinference.span.kind"],
+            span.attributes["gen_ai.operation.name"],
+        )
+        out = json.loads(span.attributes["output.value"])
+        assert (record.action.value, list(record.kept_ids), list(record.dropped_ids)) == (
+            out["action"],
+            out["kept_ids"],
+            out["dropped_ids"],
+        )
+    assert {"RETRIEVER"} == {
+        s.attributes["openinference.span.kind"] for s in _named(found, "retrieval")
+    }
+    assert not [s for s in found if "input.value" in s.attributes]
+
+
+def test_a_search_span_carries_its_documents_ids_and_scores_as_both_conventions(spans, embedder):
+    """A search span names its top_k gen_ai.retrieval.top_k (not the sampling parameter
+    gen_ai.request.top_k) and carries each hit, in rank order, as gen_ai.retrieval.documents
+    JSON and as OpenInference's retrieval.documents.{i}.document.id/score; texts only with
+    contents on, then with the query as input.value."""
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        hits = store.retrieve("Io volcanoes", top_k=3)
+        tracing.capture_content(True)
+        store.retrieve("Io volcanoes", top_k=3)
+    plain, full = _named(_ours(spans), "retrieval")
+    attrs = plain.attributes
+    assert (3, "RETRIEVER") == (attrs["gen_ai.retrieval.top_k"], attrs["openinference.span.kind"])
+    assert "gen_ai.request.top_k" not in attrs
+    expected = [{"id": h.document.id, "score": h.score} for h in hits]
+    assert expected == json.loads(attrs["gen_ai.retrieval.documents"])
+    assert expected == [
+        {
+            "id": attrs[f"retrieval.documents.{i}.document.id"],
+            "score": attrs[f"retrieval.documents.{i}.document.score"],
+        }
+        for i in range(len(hits))
+    ]
+    assert not [k for k in attrs if k.endswith(".document.content") or k.startswith("input.")]
+    assert [h.document.text for h in hits] == [
+        full.attributes[f"retrieval.documents.{i}.document.content"] for i in range(len(hits))
+    ]
+    assert ("Io volcanoes", "text/plain") == (
+        full.attributes["input.value"],
+        full.attributes["input.mime_type"],
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_chat_spans_are_openinference_llm_spans_with_tokens_and_the_response_id(spans, stream):
+    """A chat span (streamed or not) is an LLM span with the model, prompt/completion/total
+    tokens and the server's completion id as gen_ai.response.id; with contents on, the messages
+    as input.value JSON and llm.input_messages, the reply as output.value."""
+    tracing.capture_content(True)
+    with ScriptedLLMServer() as server:
+        reply = OpenAIChatClient(server.base_url, "m", stream=stream).complete(
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
+        )
+    [span] = _named(_ours(spans), "chat m")
+    attrs = span.attributes
+    usage = reply.usage
+    assert ("LLM", reply.model, "openai") == (
+        attrs["openinference.span.kind"],
+        attrs["llm.model_name"],
+        attrs["llm.provider"],
+    )
+    assert (usage.prompt_tokens, usage.completion_tokens) == (
+        attrs["llm.token_count.prompt"],
+        attrs["llm.token_count.completion"],
+    )
+    assert usage.prompt_tokens + usage.completion_tokens == attrs["llm.token_count.total"]
+    assert attrs["gen_ai.response.id"].startswith("chatcmpl-")
+    assert reply.response_id == attrs["gen_ai.response.id"]
+    sent = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
+    assert (sent, "application/json") == (
+        json.loads(attrs["input.value"]),
+        attrs["input.mime_type"],
+    )
+    assert ["system", "Be brief.", "user", "Say hi"] == [
+        attrs[f"llm.input_messages.{i}.message.{field}"]
+        for i in range(2)
+        for field in ("role", "content")
+    ]
+    assert (reply.text, "assistant", reply.text) == (
+        attrs["output.value"],
+        attrs["llm.output_messages.0.message.role"],
+        attrs["llm.output_messages.0.message.content"],
+    )
