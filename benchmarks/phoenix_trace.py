@@ -12,6 +12,10 @@ scores) and chat spans (LLM, with tokens and ``gen_ai.response.id``).
     python benchmarks/phoenix_trace.py http://127.0.0.1:4318/v1/traces --header "Authorization=..."
     # no export: count the spans' attribute bytes (a 1 MiB question, contents captured)
     python benchmarks/phoenix_trace.py --memory --content --question-chars 1048576
+    # 4 small runs and a 1 MiB question in one OTLP/gRPC batch (Phoenix's gRPC port is 4317);
+    # --count-at asks Phoenix's REST API how many of the spans sent arrived
+    python benchmarks/phoenix_trace.py 127.0.0.1:4317 --grpc --small-runs 4 --content \
+        --question-chars 1048576 --count-at http://127.0.0.1:6006
 
 Prints one JSON line: spans by name, the run's trace id, and with ``--memory`` the attributes'
 size (the UTF-8 length of each key and value, a list's items summed) and the largest attribute.
@@ -23,6 +27,8 @@ import argparse
 import json
 import os
 import sys
+import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanProcessor,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from corrective_rag import tracing
@@ -78,6 +89,20 @@ def largest_attribute(spans: list[ReadableSpan]) -> tuple[str, int]:
     return best
 
 
+def arrived(phoenix: str, spans: list[ReadableSpan]) -> int:
+    """How many of ``spans`` Phoenix at ``phoenix`` holds (its REST API, default project)."""
+    sent = {format(s.context.span_id, "016x") for s in spans}
+    url = f"{phoenix.rstrip('/')}/v1/projects/default/spans?limit=1000"
+    found, cursor = 0, ""
+    while True:
+        with urllib.request.urlopen(url + cursor, timeout=30) as response:
+            page = json.load(response)
+        found += sum(1 for s in page["data"] if s["context"]["span_id"] in sent)
+        if not page.get("next_cursor"):
+            return found
+        cursor = f"&cursor={page['next_cursor']}"
+
+
 def one_run(question: str, embedder: SentenceTransformerEmbedder) -> Any:
     """The traced run: a hybrid store, the LLM judge and rewriter against the scripted server."""
     with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
@@ -101,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--question-chars", type=int, default=0, help="pad the question to N")
     parser.add_argument("--header", action="append", default=[], help="KEY=VALUE for the export")
     parser.add_argument("--service", default="corrective-rag-demo", help="service.name")
+    parser.add_argument("--grpc", action="store_true", help="OTLP/gRPC to HOST:PORT, one batch")
+    parser.add_argument("--small-runs", type=int, default=0, help="plain runs made first")
+    parser.add_argument("--count-at", help="Phoenix's URL: count the spans that arrived")
     args = parser.parse_args(argv)
     if not args.memory and not args.url:
         parser.error("give a collector URL or --memory")
@@ -109,13 +137,25 @@ def main(argv: list[str] | None = None) -> int:
     memory = InMemorySpanExporter()
     if args.memory:
         exporter = memory
+    elif args.grpc:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        exporter = GrpcExporter(endpoint=args.url, insecure=True)
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         headers = dict(h.split("=", 1) for h in args.header)
         exporter = OTLPSpanExporter(endpoint=args.url, headers=headers or None)
     provider = TracerProvider(resource=Resource.create({"service.name": args.service}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # gRPC: every span in one batch, sent at the end, as a busy service's batches hold many runs
+    processor: SpanProcessor = (
+        BatchSpanProcessor(exporter, schedule_delay_millis=600_000, max_export_batch_size=512)
+        if args.grpc
+        else SimpleSpanProcessor(exporter)
+    )
+    provider.add_span_processor(processor)
     if not args.memory:
         provider.add_span_processor(SimpleSpanProcessor(memory))  # to count what was sent
     trace.set_tracer_provider(provider)
@@ -125,11 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.question_chars > len(question):
         question = (question + " ") * (args.question_chars // (len(question) + 1) + 1)
         question = question[: args.question_chars]
-    result = one_run(question, SentenceTransformerEmbedder())
+    embedder = SentenceTransformerEmbedder()
+    for _ in range(args.small_runs):
+        one_run(QUESTION, embedder)
+    result = one_run(question, embedder)
     provider.shutdown()
 
     spans = list(memory.get_finished_spans())
-    [run] = [s for s in spans if s.name == "corrective_rag.run"]
+    run = [s for s in spans if s.name == "corrective_rag.run"][-1]
     report: dict[str, Any] = {
         "question_chars": len(question),
         "content": args.content,
@@ -143,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         report["largest_attribute"] = {"where": where, "bytes": size}
     else:
         report["exported_to"] = args.url
+        report["spans_sent"] = len(spans)
+    if args.count_at:  # Phoenix stores what it received a moment later: ask for up to 20 s
+        deadline = time.monotonic() + 20
+        while (found := arrived(args.count_at, spans)) < len(spans) and time.monotonic() < deadline:
+            time.sleep(1)
+        report["spans_arrived"] = found
     print(json.dumps(report))
     return 0
 
