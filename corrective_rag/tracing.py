@@ -543,7 +543,8 @@ def traced_chat(fn: F) -> F:
                 {
                     "max_tokens": kwargs.get("max_tokens"),
                     "temperature": kwargs.get("temperature", 0.0),
-                }
+                },
+                default=str,  # a caller's odd value costs its exactness, never the call
             ),
         }
         if _OPT.contents:
