@@ -15,12 +15,24 @@ asked, as it is with logging. Four spans, each the child of the one enclosing it
   searched;
 * ``chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT span with
   the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
-  ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...).
+  ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.id``,
+  ``gen_ai.usage.input_tokens``, ...).
+
+Each span also carries OpenInference's attributes (``openinference.span.kind`` ``CHAIN`` for
+the run and its iterations, ``RETRIEVER`` for a search with its documents' ids and scores,
+``LLM`` for a call with its tokens; ``input.value`` / ``output.value``), which Arize Phoenix and
+Langfuse render.
 
 Contents (the question, queries, prompts, replies, documents' ids aside) are recorded only after
 :func:`capture_content` ``(True)``, as the GenAI conventions advise: they may hold what users
 would not send to a tracing backend. Exception messages can quote a server's reply, so a failed
 span carries the exception's type (``error.type``) and its message only with contents on.
+
+Every attribute is bounded, contents or not: a text holds at most :data:`MAX_ATTRIBUTE_CHARS`
+characters (a longer one is cut, ending in ``…[cut: N chars]`` with its whole length), a list at
+most :data:`MAX_ATTRIBUTE_ITEMS` items (a sibling ``<name>_original_length`` says how many it
+had), and the messages' JSON is cut message by message so it stays JSON. An exporter refuses an
+oversized batch whole, taking other runs' spans with it: one long question must not do that.
 docs/tracing.md has the attribute table.
 """
 
@@ -30,6 +42,7 @@ import contextlib
 import contextvars
 import functools
 import json
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
@@ -39,6 +52,9 @@ from corrective_rag.errors import ConfigError
 from corrective_rag.logs import get_logger
 
 __all__ = [
+    "MAX_ATTRIBUTE_CHARS",
+    "MAX_ATTRIBUTE_ITEMS",
+    "MAX_NUMBERED_ITEMS",
     "capture_content",
     "content_captured",
     "lane",
@@ -55,6 +71,26 @@ log: Any = get_logger(__name__)
 
 TRACER_NAME = "corrective_rag"
 NS = "corrective_rag."  # our attributes' namespace, as the conventions ask of custom ones
+
+# The bounds on one attribute. 8,192 characters hold a grading prompt of a few documents whole
+# and keep a span of a dozen captured attributes near 100 kB, far under the 4 MiB a gRPC
+# collector takes per batch by default (a 1 MiB question once made 9.4 MB of attributes in one
+# run, and the refused batch lost the spans of the runs beside it). 64 items hold any kept or
+# hit list a loop makes (top_k is at most 50 in the CLI) with room to spare.
+MAX_ATTRIBUTE_CHARS = 8192
+MAX_ATTRIBUTE_ITEMS = 64
+# Items spread over numbered attributes (a search's documents, a call's messages, as
+# OpenInference flattens them): at most 32 per span, as the SDK keeps 128 attributes a span by
+# default and drops the oldest past that (the span's kind and operation among them); 32
+# documents of 3 attributes leave room for the rest. Their texts share one budget, two
+# attributes' worth (a grading prompt of several documents whole).
+MAX_NUMBERED_ITEMS = 32
+SHARED_CHARS = 2 * MAX_ATTRIBUTE_CHARS
+
+# OpenInference (Arize Phoenix, Langfuse): what kind of step a span is, and its input/output.
+KIND = "openinference.span.kind"
+TEXT = "text/plain"
+JSON = "application/json"
 
 
 class _Options:
@@ -85,6 +121,85 @@ def capture_content(enabled: bool) -> None:
 def content_captured() -> bool:
     """True when :func:`capture_content` turned contents on."""
     return _OPT.contents
+
+
+def _cut(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in a marker with its whole length.
+
+    A text within the limit comes back whole; a longer one as its start and
+    ``…[cut: 1048576 chars]``, ``limit`` characters in all.
+    """
+    if len(text) <= limit:
+        return text
+    marker = f"…[cut: {len(text)} chars]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def _bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes to set: ``None`` dropped, texts and lists cut to the bounds.
+
+    A list cut to :data:`MAX_ATTRIBUTE_ITEMS` items gets a sibling ``<name>_original_length``
+    (not ``<name>.original_length``: readers such as Phoenix nest dotted names, and a name
+    cannot be both a value and a parent).
+    """
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            out[key] = _cut(value)
+        elif isinstance(value, (list, tuple)):
+            if len(value) > MAX_ATTRIBUTE_ITEMS:
+                out[key + "_original_length"] = len(value)
+            items = value[:MAX_ATTRIBUTE_ITEMS]
+            out[key] = [_cut(v) if isinstance(v, str) else v for v in items]
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+def _fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
+    """How many characters of each text to keep so that they sum to at most ``budget``.
+
+    Short texts stay whole; the long ones share what is left equally (water-filling), so a
+    one-line system message survives beside a 1 MiB user message.
+    """
+    shares = [0] * len(lengths)
+    left = max(0, budget)
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    for n, i in enumerate(order):
+        shares[i] = min(lengths[i], left // (len(order) - n))
+        left -= shares[i]
+    return shares
+
+
+def _json_fitted(texts: Sequence[str], build: Callable[[list[str]], Any]) -> str:
+    """``build(texts)`` as JSON of at most :data:`MAX_ATTRIBUTE_CHARS` characters.
+
+    The texts are cut to fit (each cut one ending in the cut marker), so the value stays JSON
+    with every text in its place; only escapes past the slack left for them cut the JSON itself.
+    """
+    text = json.dumps(build(list(texts)), ensure_ascii=False)
+    if len(text) <= MAX_ATTRIBUTE_CHARS:
+        return text
+    frame = len(json.dumps(build([""] * len(texts)), ensure_ascii=False))
+    budget = MAX_ATTRIBUTE_CHARS - frame - 32 * len(texts)  # 32: a marker and a few escapes
+    shares = _fair_shares([len(t) for t in texts], budget)
+    fitted = [t if n >= len(t) else _cut(t, n) for t, n in zip(texts, shares, strict=True)]
+    return _cut(json.dumps(build(fitted), ensure_ascii=False))
+
+
+def _shared(texts: Sequence[str], budget: int = SHARED_CHARS) -> list[str]:
+    """``texts`` cut (with the marker) so that together they hold about ``budget`` characters."""
+    shares = _fair_shares([len(t) for t in texts], budget - 32 * len(texts))
+    return [t if n >= len(t) else _cut(t, max(n, 32)) for t, n in zip(texts, shares, strict=True)]
+
+
+def _json_value(fields: Mapping[str, Any], texts: Mapping[str, str | None]) -> str:
+    """``fields`` and the non-None ``texts`` as one JSON object within the text bound."""
+    given = {k: v for k, v in texts.items() if v is not None}
+    names = list(given)
+    return _json_fitted(
+        list(given.values()), lambda ts: {**fields, **dict(zip(names, ts, strict=True))}
+    )
 
 
 @contextlib.contextmanager
@@ -139,12 +254,12 @@ def _span(
         opened = tracer.start_as_current_span(
             name,
             kind=kind,
-            attributes=dict(attributes),
+            attributes=_bounded(attributes),
             record_exception=False,
             set_status_on_exception=False,
         )
     else:
-        opened = _ended(tracer.start_span(name, kind=kind, attributes=dict(attributes)))
+        opened = _ended(tracer.start_span(name, kind=kind, attributes=_bounded(attributes)))
     with opened as span:
         try:
             yield span
@@ -152,9 +267,18 @@ def _span(
             if span.is_recording():
                 kind_name = f"{type(exc).__module__}.{type(exc).__qualname__}"
                 span.set_attribute("error.type", kind_name)
-                span.set_status(Status(StatusCode.ERROR, str(exc) if _OPT.contents else kind_name))
+                message = _cut(str(exc)) if _OPT.contents else kind_name
+                span.set_status(Status(StatusCode.ERROR, message))
                 if _OPT.contents:
-                    span.record_exception(exc)
+                    # the SDK's own event would carry the message and stack whole
+                    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                    span.record_exception(
+                        exc,
+                        attributes={
+                            "exception.message": message,
+                            "exception.stacktrace": _cut(stack),
+                        },
+                    )
             raise
 
 
@@ -180,7 +304,7 @@ def _record(span: Any, attributes: Callable[..., Mapping[str, Any]], *outcome: A
     except Exception as exc:
         log.debug("trace_attributes_skipped", span=getattr(span, "name", ""), error=repr(exc))
         return
-    span.set_attributes({k: v for k, v in found.items() if v is not None})
+    span.set_attributes(_bounded(found))
 
 
 # -- the run and its iterations ------------------------------------------------------------
@@ -194,10 +318,11 @@ def traced_run(fn: F) -> F:
         if not _tracing():
             return fn(self, question, *args, **kwargs)
         policy = getattr(getattr(self, "policy", None), "name", None)
-        start = {NS + "policy": policy}
+        start = {"gen_ai.operation.name": "invoke_workflow", KIND: "CHAIN", NS + "policy": policy}
         if _OPT.contents and isinstance(question, str):
             start[NS + "question"] = question
-        with _span("corrective_rag.run", {k: v for k, v in start.items() if v is not None}) as span:
+            start.update({"input.value": question, "input.mime_type": TEXT})
+        with _span("corrective_rag.run", start) as span:
             result = fn(self, question, *args, **kwargs)
             _record(span, _run_attributes, result)
             return result
@@ -219,7 +344,20 @@ def _run_attributes(result: Any) -> dict[str, Any]:
         "gen_ai.usage.input_tokens": total.prompt_tokens,
         "gen_ai.usage.output_tokens": total.completion_tokens,
         NS + "final_query": result.final_query if _OPT.contents else None,
+        "output.value": _json_value(
+            {"stop_reason": result.stop_reason.value, "kept_ids": _ids(result.kept_ids)},
+            {
+                "final_query": result.final_query if _OPT.contents else None,
+                "answer": result.answer.text if _OPT.contents and result.answer else None,
+            },
+        ),
+        "output.mime_type": JSON,
     }
+
+
+def _ids(ids: Sequence[str]) -> list[str]:
+    """Ids for an output value: as many as a list attribute holds."""
+    return [_cut(i, 256) for i in ids[:MAX_ATTRIBUTE_ITEMS]]
 
 
 def traced_iteration(fn: F) -> F:
@@ -229,9 +367,13 @@ def traced_iteration(fn: F) -> F:
     def iterate(parts: Any, st: Any, index: int, query: str, *args: Any, **kwargs: Any) -> Any:
         if not _tracing():
             return fn(parts, st, index, query, *args, **kwargs)
-        start: dict[str, Any] = {NS + "iteration": index}
+        start: dict[str, Any] = {
+            "gen_ai.operation.name": "iteration",  # no predefined name fits a loop's step
+            KIND: "CHAIN",
+            NS + "iteration": index,
+        }
         if _OPT.contents:
-            start[NS + "query"] = query
+            start.update({NS + "query": query, "input.value": query, "input.mime_type": TEXT})
         with _span("corrective_rag.iteration", start) as span:
             outcome = fn(parts, st, index, query, *args, **kwargs)
             _record(span, _iteration_attributes, *outcome)
@@ -255,6 +397,16 @@ def _iteration_attributes(record: Any, ended: Any) -> dict[str, Any]:
         NS + "stop_reason": ended[0].value if ended is not None else None,
         "gen_ai.usage.input_tokens": record.usage.total.prompt_tokens,
         "gen_ai.usage.output_tokens": record.usage.total.completion_tokens,
+        "output.value": _json_value(
+            {
+                "action": record.action.value if record.action is not None else None,
+                "kept_ids": _ids(record.kept_ids),
+                "dropped_ids": _ids(record.dropped_ids),
+                "stop_reason": ended[0].value if ended is not None else None,
+            },
+            {"next_query": rewrite.query if rewrite is not None and _OPT.contents else None},
+        ),
+        "output.mime_type": JSON,
     }
 
 
@@ -315,21 +467,48 @@ def _retrieval_start(
     source: Any, query: Any, lane_name: str | None, kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
     """A retrieval span's attributes at its start: the search's settings and lane."""
+    text = query if _OPT.contents and isinstance(query, str) else None
     start = {
         "gen_ai.operation.name": "retrieval",
+        KIND: "RETRIEVER",
         "gen_ai.data_source.id": getattr(source, "collection_name", None),
-        "gen_ai.request.top_k": kwargs.get("top_k"),
+        # not gen_ai.request.top_k: that is the sampling parameter of a chat call
+        "gen_ai.retrieval.top_k": kwargs.get("top_k"),
         NS + "lane": lane_name,
         NS + "leg": kwargs.get("leg"),  # HybridStore.search: one leg, unfused
         NS + "filtered": kwargs.get("where") is not None,
-        "gen_ai.retrieval.query.text": query if _OPT.contents and isinstance(query, str) else None,
+        "gen_ai.retrieval.query.text": text,
+        "input.value": text,
+        "input.mime_type": TEXT if text is not None else None,
     }
     return {k: v for k, v in start.items() if v is not None}
 
 
 def _hit_attributes(hits: Any) -> dict[str, Any]:
+    """The hits as GenAI documents and as OpenInference's numbered ``retrieval.documents``.
+
+    The GenAI conventions' ``gen_ai.retrieval.documents`` is JSON of ids and scores; Phoenix's
+    retriever panel reads ``retrieval.documents.{i}.document.id/score`` (and ``.content``, set
+    with contents on).
+    """
     ids = [h.document.id for h in hits]
-    return {NS + "hits": len(ids), NS + "hit_ids": ids}
+    shown = [(_cut(str(h.document.id), 256), float(h.score)) for h in hits]
+    shown = shown[:MAX_NUMBERED_ITEMS]
+    out: dict[str, Any] = {
+        NS + "hits": len(ids),
+        NS + "hit_ids": ids,
+        "gen_ai.retrieval.documents": json.dumps(
+            [{"id": i, "score": score} for i, score in shown], ensure_ascii=False
+        ),
+    }
+    for n, (doc_id, score) in enumerate(shown):
+        out[f"retrieval.documents.{n}.document.id"] = doc_id
+        out[f"retrieval.documents.{n}.document.score"] = score
+    if _OPT.contents:
+        texts = _shared([str(h.document.text) for h in hits[: len(shown)]])
+        for n, text in enumerate(texts):
+            out[f"retrieval.documents.{n}.document.content"] = text
+    return out
 
 
 # -- LLM calls -----------------------------------------------------------------------------
@@ -356,9 +535,20 @@ def traced_chat(fn: F) -> F:
             "gen_ai.request.temperature": kwargs.get("temperature", 0.0),
             "gen_ai.output.type": "json" if kwargs.get("json_schema") is not None else "text",
             **_server(getattr(self, "url", None) or getattr(self, "base_url", None)),
+            KIND: "LLM",
+            "llm.system": PROVIDER,
+            "llm.provider": PROVIDER,
+            "llm.model_name": model or None,
+            "llm.invocation_parameters": json.dumps(
+                {
+                    "max_tokens": kwargs.get("max_tokens"),
+                    "temperature": kwargs.get("temperature", 0.0),
+                },
+                default=str,  # a caller's odd value costs its exactness, never the call
+            ),
         }
         if _OPT.contents:
-            start["gen_ai.input.messages"] = _input_messages(messages)
+            start.update(_input_contents(messages))
         name = f"chat {model}" if model else "chat"
         attributes = {k: v for k, v in start.items() if v is not None}
         with _span(name, attributes, client=True) as span:
@@ -381,16 +571,40 @@ def _server(url: Any) -> dict[str, Any]:
     return {"server.address": parts.hostname, "server.port": port}
 
 
+def _input_contents(messages: Any) -> dict[str, Any]:
+    """A call's messages, as the GenAI conventions' JSON and as OpenInference's attributes."""
+    if not isinstance(messages, Sequence):
+        return {}
+    sent = [m for m in messages if isinstance(m, Mapping)][:MAX_NUMBERED_ITEMS]
+    roles = [str(m.get("role")) for m in sent]
+    out: dict[str, Any] = {
+        "gen_ai.input.messages": _input_messages(sent),
+        "input.value": _json_fitted(
+            [str(m.get("content")) for m in sent],
+            lambda ts: [{"role": r, "content": t} for r, t in zip(roles, ts, strict=True)],
+        ),
+        "input.mime_type": JSON,
+    }
+    texts = _shared([str(m.get("content")) for m in sent])
+    for n, (role, text) in enumerate(zip(roles, texts, strict=True)):
+        out[f"llm.input_messages.{n}.message.role"] = role
+        out[f"llm.input_messages.{n}.message.content"] = text
+    return out
+
+
 def _input_messages(messages: Any) -> str | None:
     """The conventions' ``gen_ai.input.messages``, as JSON text (span attributes are flat)."""
     if not isinstance(messages, Sequence):
         return None
-    shaped = [
-        {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
-        for m in messages
-        if isinstance(m, Mapping)
-    ]
-    return json.dumps(shaped, ensure_ascii=False)
+    sent = [m for m in messages if isinstance(m, Mapping)][:MAX_ATTRIBUTE_ITEMS]
+
+    def shaped(contents: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"role": m.get("role"), "parts": [{"type": "text", "content": c}]}
+            for m, c in zip(sent, contents, strict=True)
+        ]
+
+    return _json_fitted([str(m.get("content")) for m in sent], shaped)
 
 
 def _reply_attributes(reply: Any) -> dict[str, Any]:
@@ -398,15 +612,28 @@ def _reply_attributes(reply: Any) -> dict[str, Any]:
     finish = reply.finish_reason
     out: dict[str, Any] = {
         "gen_ai.response.model": reply.model or None,
+        "gen_ai.response.id": getattr(reply, "response_id", "") or None,
         "gen_ai.usage.input_tokens": usage.prompt_tokens,
         "gen_ai.usage.output_tokens": usage.completion_tokens,
         "gen_ai.response.finish_reasons": [finish] if finish else None,
+        "llm.model_name": reply.model or None,
+        "llm.token_count.prompt": usage.prompt_tokens,
+        "llm.token_count.completion": usage.completion_tokens,
+        "llm.token_count.total": usage.prompt_tokens + usage.completion_tokens,
     }
     if _OPT.contents:
-        message = {
-            "role": "assistant",
-            "parts": [{"type": "text", "content": reply.text}],
-            "finish_reason": finish or "",
-        }
-        out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+
+        def shaped(texts: list[str]) -> list[dict[str, Any]]:
+            parts = [{"type": "text", "content": texts[0]}]
+            return [{"role": "assistant", "parts": parts, "finish_reason": finish or ""}]
+
+        out["gen_ai.output.messages"] = _json_fitted([reply.text], shaped)
+        out.update(
+            {
+                "output.value": reply.text,
+                "output.mime_type": TEXT,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": reply.text,
+            }
+        )
     return out

@@ -345,6 +345,7 @@ class ChatReply:
     model: str = ""
     usage: Usage = Usage()
     finish_reason: str | None = None
+    response_id: str = ""  # the server's id for the completion (``chatcmpl-...``), when it sent one
 
 
 @dataclass(frozen=True, slots=True)

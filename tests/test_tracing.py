@@ -24,7 +24,7 @@ from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing import ScriptedLLMServer
 from corrective_rag.testing.fakes import ListRetriever, ScriptedEvaluator, ScriptedRewriter
 from corrective_rag.testing.faults import Fault
-from corrective_rag.types import Document
+from corrective_rag.types import Document, Hit
 
 QUESTION = "Which moons of Jupiter are the largest?"
 REWRITE = "Galilean moons volcanoes Io"
@@ -236,7 +236,7 @@ def test_an_outcome_of_another_shape_costs_attributes_not_the_call(spans):
     [span] = _named(_ours(spans), "retrieval")
     assert ("odd", 2) == (
         span.attributes["gen_ai.data_source.id"],
-        span.attributes["gen_ai.request.top_k"],
+        span.attributes["gen_ai.retrieval.top_k"],
     )
     assert "corrective_rag.hits" not in span.attributes
 
@@ -273,3 +273,181 @@ def test_queries_searched_together_each_get_a_retrieval_span(spans, embedder):
     assert 2 == len(failed)
     assert {"feedback"} == {s.attributes["corrective_rag.lane"] for s in failed}
     assert {StatusCode.ERROR} == {s.status.status_code for s in failed}
+
+
+def _attribute_bytes(found: list[ReadableSpan]) -> int:
+    return sum(
+        len(key.encode()) + sum(len(str(v).encode()) for v in (x if isinstance(x, tuple) else [x]))
+        for span in found
+        for key, x in span.attributes.items()
+    )
+
+
+def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, embedder):
+    """With contents on, a run over a 1 MiB question, searched and graded by an LLM, leaves
+    spans whose attributes total under 250 kB (9.4 MB before the caps), no text attribute past
+    MAX_ATTRIBUTE_CHARS, the cut ones ending in their whole length, and the messages still JSON."""
+    tracing.capture_content(True)
+    question = ("Which moons of Jupiter are the largest? " * 26215)[: 1 << 20]
+    with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        chat = OpenAIChatClient(server.base_url, "m")
+        orch = CorrectiveRAGOrchestrator(
+            store, LLMEvaluator(chat, batch_size=3, max_workers=1), LLMRewriter(chat), top_k=3
+        )
+        orch.run(question)
+    found = _ours(spans)
+    assert _attribute_bytes(found) < 250_000
+    assert {0} == {s.dropped_attributes for s in found}
+    texts = [v for s in found for v in s.attributes.values() if isinstance(v, str)]
+    assert max(len(t) for t in texts) <= tracing.MAX_ATTRIBUTE_CHARS
+    [run] = _named(found, "corrective_rag.run")
+    cut = run.attributes["corrective_rag.question"]
+    assert (tracing.MAX_ATTRIBUTE_CHARS, question[:100]) == (len(cut), cut[:100])
+    assert cut.endswith("…[cut: 1048576 chars]")
+    [search, *_] = _named(found, "retrieval")
+    assert search.attributes["gen_ai.retrieval.query.text"].endswith("…[cut: 1048576 chars]")
+    chats = _named(found, "chat m")
+    assert chats
+    for span in chats:
+        sent = json.loads(span.attributes["gen_ai.input.messages"])  # still JSON
+        assert ["system", "user"] == [m["role"] for m in sent]
+        assert "…[cut: " in sent[1]["parts"][0]["content"]
+        assert "…[cut: " not in sent[0]["parts"][0]["content"]  # the short one stays whole
+
+
+def test_long_lists_and_error_messages_are_cut_too(spans):
+    """A search returning 100 hits records 64 ids and `hit_ids_original_length` 100; a failure
+    whose message is 1 MiB records a status and exception event within the text bound."""
+    tracing.capture_content(True)
+    hits = [Hit(Document(f"d{i}", "text"), 1.0 / (i + 1), i + 1) for i in range(100)]
+
+    class Many:
+        collection_name = "many"
+
+        @tracing.traced_retrieval
+        def retrieve(self, query: str, *, top_k: int = 10) -> list[Hit]:
+            if query == "fail":
+                raise InputError("x" * (1 << 20))
+            return hits
+
+    Many().retrieve("q", top_k=100)
+    with pytest.raises(InputError):
+        Many().retrieve("fail")
+    done, failed = _named(_ours(spans), "retrieval")
+    assert 0 == done.dropped_attributes  # under the SDK's 128 attributes a span
+    assert [f"d{i}" for i in range(64)] == list(done.attributes["corrective_rag.hit_ids"])
+    assert 100 == done.attributes["corrective_rag.hit_ids_original_length"]
+    assert len(failed.status.description) <= tracing.MAX_ATTRIBUTE_CHARS
+    assert failed.status.description.endswith("…[cut: 1048576 chars]")
+    [event] = failed.events
+    assert all(len(str(v)) <= tracing.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
+    assert event.attributes["exception.message"] == failed.status.description
+
+
+def test_run_and_iteration_spans_are_openinference_chains_with_their_outputs(spans, embedder):
+    """The run span is a CHAIN with operation invoke_workflow and its outcome as JSON output;
+    each iteration a CHAIN with operation iteration and its action and ids; each search a
+    RETRIEVER; no input value without contents."""
+    result = _hybrid_run(embedder)
+    found = _ours(spans)
+    [run] = _named(found, "corrective_rag.run")
+    assert ("CHAIN", "invoke_workflow", "application/json") == (
+        run.attributes["openinference.span.kind"],
+        run.attributes["gen_ai.operation.name"],
+        run.attributes["output.mime_type"],
+    )
+    assert {"stop_reason": "enough_relevant", "kept_ids": list(result.kept_ids)} == json.loads(
+        run.attributes["output.value"]
+    )
+    iterations = sorted(_named(found, "corrective_rag.iteration"), key=lambda s: s.start_time)
+    for span, record in zip(iterations, result.history, strict=True):
+        assert ("CHAIN", "iteration") == (
+            span.attributes["openinference.span.kind"],
+            span.attributes["gen_ai.operation.name"],
+        )
+        out = json.loads(span.attributes["output.value"])
+        assert (record.action.value, list(record.kept_ids), list(record.dropped_ids)) == (
+            out["action"],
+            out["kept_ids"],
+            out["dropped_ids"],
+        )
+    assert {"RETRIEVER"} == {
+        s.attributes["openinference.span.kind"] for s in _named(found, "retrieval")
+    }
+    assert not [s for s in found if "input.value" in s.attributes]
+
+
+def test_a_search_span_carries_its_documents_ids_and_scores_as_both_conventions(spans, embedder):
+    """A search span names its top_k gen_ai.retrieval.top_k (not the sampling parameter
+    gen_ai.request.top_k) and carries each hit, in rank order, as gen_ai.retrieval.documents
+    JSON and as OpenInference's retrieval.documents.{i}.document.id/score; texts only with
+    contents on, then with the query as input.value."""
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        hits = store.retrieve("Io volcanoes", top_k=3)
+        tracing.capture_content(True)
+        store.retrieve("Io volcanoes", top_k=3)
+    plain, full = _named(_ours(spans), "retrieval")
+    attrs = plain.attributes
+    assert (3, "RETRIEVER") == (attrs["gen_ai.retrieval.top_k"], attrs["openinference.span.kind"])
+    assert "gen_ai.request.top_k" not in attrs
+    expected = [{"id": h.document.id, "score": h.score} for h in hits]
+    assert expected == json.loads(attrs["gen_ai.retrieval.documents"])
+    assert expected == [
+        {
+            "id": attrs[f"retrieval.documents.{i}.document.id"],
+            "score": attrs[f"retrieval.documents.{i}.document.score"],
+        }
+        for i in range(len(hits))
+    ]
+    assert not [k for k in attrs if k.endswith(".document.content") or k.startswith("input.")]
+    assert [h.document.text for h in hits] == [
+        full.attributes[f"retrieval.documents.{i}.document.content"] for i in range(len(hits))
+    ]
+    assert ("Io volcanoes", "text/plain") == (
+        full.attributes["input.value"],
+        full.attributes["input.mime_type"],
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_chat_spans_are_openinference_llm_spans_with_tokens_and_the_response_id(spans, stream):
+    """A chat span (streamed or not) is an LLM span with the model, prompt/completion/total
+    tokens and the server's completion id as gen_ai.response.id; with contents on, the messages
+    as input.value JSON and llm.input_messages, the reply as output.value."""
+    tracing.capture_content(True)
+    with ScriptedLLMServer() as server:
+        reply = OpenAIChatClient(server.base_url, "m", stream=stream).complete(
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
+        )
+    [span] = _named(_ours(spans), "chat m")
+    attrs = span.attributes
+    usage = reply.usage
+    assert ("LLM", reply.model, "openai") == (
+        attrs["openinference.span.kind"],
+        attrs["llm.model_name"],
+        attrs["llm.provider"],
+    )
+    assert (usage.prompt_tokens, usage.completion_tokens) == (
+        attrs["llm.token_count.prompt"],
+        attrs["llm.token_count.completion"],
+    )
+    assert usage.prompt_tokens + usage.completion_tokens == attrs["llm.token_count.total"]
+    assert attrs["gen_ai.response.id"].startswith("chatcmpl-")
+    assert reply.response_id == attrs["gen_ai.response.id"]
+    sent = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
+    assert (sent, "application/json") == (
+        json.loads(attrs["input.value"]),
+        attrs["input.mime_type"],
+    )
+    assert ["system", "Be brief.", "user", "Say hi"] == [
+        attrs[f"llm.input_messages.{i}.message.{field}"]
+        for i in range(2)
+        for field in ("role", "content")
+    ]
+    assert (reply.text, "assistant", reply.text) == (
+        attrs["output.value"],
+        attrs["llm.output_messages.0.message.role"],
+        attrs["llm.output_messages.0.message.content"],
+    )

@@ -73,6 +73,7 @@ def read_reply(
             latency_seconds=latency,
         ),
         finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
+        response_id=_response_id(data, redact),
     )
 
 
@@ -85,6 +86,17 @@ def reported_tokens(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value if 0 <= value <= MOST_TOKENS_PER_CALL else None
     return None
+
+
+_MOST_ID_CHARS = 256  # OpenAI's ids are ~40 characters; a longer "id" is a server's nonsense
+
+
+def _response_id(data: Any, redact: Callable[[str], str]) -> str:
+    """The completion's ``id`` (traced as ``gen_ai.response.id``), or "" where there is none."""
+    found = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(found, str) or len(found) > _MOST_ID_CHARS:
+        return ""
+    return redact(found)
 
 
 def _int_or_none(usage: Any, key: str) -> int | None:

@@ -49,7 +49,13 @@ def collect_events(chunks: Iterable[bytes], limit: int) -> bytes:
             reason (the connection was cut mid-reply).
     """
     parts: list[str] = []
-    state: dict[str, Any] = {"finish_reason": None, "model": None, "usage": None, "done": False}
+    state: dict[str, Any] = {
+        "finish_reason": None,
+        "model": None,
+        "usage": None,
+        "done": False,
+        "id": None,
+    }
     size = events = 0
     pending: list[bytes] = []  # the start of a line not ended yet, kept in pieces: never rejoined
     for chunk in chunks:
@@ -94,6 +100,8 @@ def _event(data: bytes, parts: list[str], state: dict[str, Any]) -> None:
         raise LLMResponseError("event stream carries an error", body=json.dumps(event)[:2000])
     if isinstance(event.get("model"), str):
         state["model"] = event["model"]
+    if isinstance(event.get("id"), str) and state["id"] is None:
+        state["id"] = event["id"]  # every chunk repeats the completion's id
     if isinstance(event.get("usage"), dict):
         state["usage"] = event["usage"]
     choices = event.get("choices")
@@ -118,6 +126,8 @@ def _body(parts: list[str], state: dict[str, Any]) -> bytes:
     }
     if state["model"] is not None:
         body["model"] = state["model"]
+    if state["id"] is not None:
+        body["id"] = state["id"]
     if state["usage"] is not None:
         body["usage"] = state["usage"]
     return json.dumps(body).encode()
