@@ -55,7 +55,7 @@ def _judge(decide: Callable[[str], bool]) -> Reply:
             )
         body: dict[str, Any] = {"verdicts": verdicts}
         if prompts.PROPOSE_RULE in system:
-            body |= {"lacking": "nothing", "next_query": "more of the same"}
+            body |= {"next_query": "more of the same"}
         return json.dumps(body)
 
     return reply
