@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.errors import ConfigError, InputError, StoreError
+from corrective_rag.errors import ConfigError, InputError, StoreError, shorten
 from corrective_rag.inputs import check_int
 from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
@@ -77,8 +77,8 @@ def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
     """Map chromadb's argument errors (a bad ``where``) to InputError, others to StoreError."""
     # chromadb is imported lazily, so its error classes are recognised by module, not imported
     if isinstance(exc, ValueError) or type(exc).__module__.startswith("chromadb.errors"):
-        return InputError(f"invalid metadata filter {where!r}: {exc}")
-    return StoreError(f"chroma query failed: {exc}")
+        return InputError(f"invalid metadata filter {shorten(repr(where))}: {shorten(str(exc))}")
+    return StoreError(f"chroma query failed: {shorten(str(exc))}")
 
 
 MARKER = "chroma.sqlite3"  # a folder holding it is a store (chroma writes it at the first open)
