@@ -316,11 +316,12 @@ class ChromaBackend:
 Opener = Callable[[], ChromaBackend]
 
 
-def ephemeral_opener(name: str) -> Opener:
+def ephemeral_opener(name: str, *, own: bool = True) -> Opener:
     """Collection ``name`` in this process's chromadb ``EphemeralClient``, dropped on close.
 
     Every ephemeral client in a process shares one backend: the collection is all that is
-    the store's own.
+    the store's own. ``own=False`` (a name the user chose, which another store of the process
+    may open too) makes it shared: the store then remembers no searches.
     """
     check_collection(name)
 
@@ -335,7 +336,7 @@ def ephemeral_opener(name: str) -> Opener:
             except Exception as exc:  # already gone: nothing to free
                 log.debug("collection_drop_failed", error=str(exc))
 
-        return ChromaBackend(open_collection(client, name), on_close=drop, private=True)
+        return ChromaBackend(open_collection(client, name), on_close=drop, private=own)
 
     return backend
 

@@ -92,10 +92,12 @@ class StoreLifetime:
         """A store that lives in this process only (chromadb ``EphemeralClient``, BM25 beside).
 
         Every ephemeral client in a process shares one backend, so each store gets its own
-        collection (a fresh name unless given), dropped again on :meth:`close`.
+        collection (a fresh name unless given), dropped again on :meth:`close`. A store given a
+        ``collection`` name shares it with any other store of the process given that name, so
+        it remembers no searches (docs/store.md, "The search memo").
         """
         name = collection or f"crag-{uuid.uuid4().hex}"
-        return cls(open_engine("chroma", name), collection=name, **kwargs)
+        return cls(open_engine("chroma", name, own=collection is None), collection=name, **kwargs)
 
     @classmethod
     def open(
@@ -238,7 +240,7 @@ class StoreLifetime:
                     backend.close()
                     raise
             if getattr(backend, "private", False):
-                self._memo = SearchMemo()
+                self._memo = SearchMemo(version=backend.count)
             self._backend = backend
             log.debug("store_warmed_up", directory=self.directory)
 
