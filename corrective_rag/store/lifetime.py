@@ -117,7 +117,8 @@ class StoreLifetime:
             path: the store's folder.
             create: make a new store when ``path`` is missing or empty; with ``False`` such a
                 folder is refused (every command but ``index`` opens this way).
-            read_only: open for reading only: no lock is taken, nothing is written, and several
+            read_only: open for reading only: no lock is taken, none of the store's files is
+                written (chromadb itself writes its bookkeeping, docs/store.md), and several
                 readers (and one writer) may use the folder at once. A folder this process
                 cannot write to (chromadb cannot open its database there) is read from a
                 temporary copy, removed on :meth:`close`.
