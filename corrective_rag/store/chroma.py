@@ -30,6 +30,7 @@ from corrective_rag.models.embeddings import text_key
 from corrective_rag.store.backend import HASH_KEY, RESERVED_PREFIX, Record, Run, Where
 from corrective_rag.store.checks import check_collection
 from corrective_rag.store.chroma_where import to_chroma_where
+from corrective_rag.store.embedders import EMBEDDER_KEY
 from corrective_rag.store.folders import check_store_folder
 from corrective_rag.store.persist import LOCK_NAME
 from corrective_rag.types import Document
@@ -74,8 +75,13 @@ def _strip(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
-    """Map chromadb's argument errors (a bad ``where``) to InputError, others to StoreError."""
+    """Map chromadb's argument errors (a bad ``where``) to InputError, others to StoreError.
+
+    With no ``where`` there is no filter to blame (a query vector of the wrong width, say).
+    """
     # chromadb is imported lazily, so its error classes are recognised by module, not imported
+    if where is None:
+        return StoreError(f"chroma query failed: {type(exc).__name__}: {shorten(str(exc))}")
     if isinstance(exc, ValueError) or type(exc).__module__.startswith("chromadb.errors"):
         return InputError(f"invalid metadata filter {shorten(repr(where))}: {shorten(str(exc))}")
     return StoreError(f"chroma query failed: {shorten(str(exc))}")
@@ -310,6 +316,18 @@ class ChromaBackend:
         """Record ``stamp`` in the collection's metadata."""
         meta = dict(self.collection.metadata or {})
         meta[STAMP_KEY] = stamp
+        self.collection.modify(metadata=meta)
+
+    @property
+    def embedder_label(self) -> str | None:
+        """The embedder the stored vectors came from, as recorded in the collection's metadata."""
+        value = (self.collection.metadata or {}).get(EMBEDDER_KEY)
+        return str(value) if value is not None else None
+
+    def set_embedder_label(self, label: str) -> None:
+        """Record the embedder of the stored vectors in the collection's metadata."""
+        meta = dict(self.collection.metadata or {})
+        meta[EMBEDDER_KEY] = label
         self.collection.modify(metadata=meta)
 
 

@@ -357,3 +357,38 @@ def test_a_reader_writes_only_what_chroma_itself_writes_at_open(tmp_path) -> Non
     assert rows - _rows(folder / "chroma.sqlite3") == set()
     assert all(line.startswith('INSERT INTO "acquire_write"') for line in added), added
     assert docs == stored
+
+
+class SixteenEmbedder:
+    """Another embedder: 16-dimensional vectors, where the store was built with 27."""
+
+    name = "sixteen"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.full((len(texts), 16), 0.25, dtype=np.float32)
+
+
+def test_a_store_read_with_another_embedder_names_both(tmp_path) -> None:
+    """Searching or writing with another embedder is a StoreError naming both embedders."""
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    folder = tmp_path / "s"
+    with HybridStore.open(folder, embedder=LetterEmbedder()) as writer:
+        writer.add(DOCS)
+    calls = {
+        "retrieve": lambda store: store.retrieve("red planet dust"),
+        "dense search": lambda store: store.search("red planet dust", leg="dense"),
+        "upsert": lambda store: store.upsert([Document("x", "a new text")]),
+    }
+    for name, call in calls.items():
+        with (
+            HybridStore.open(folder, embedder=SixteenEmbedder()) as store,
+            pytest.raises(StoreError) as caught,
+        ):
+            call(store)
+        message = str(caught.value)
+        assert "invalid metadata filter" not in message, name
+        assert "another embedder (LetterEmbedder, 27 dimensions)" in message, name
+        assert "(SixteenEmbedder('sixteen'), 16 dimensions)" in message, name
+    with HybridStore.open(folder, read_only=True, embedder=LetterEmbedder()) as reader:
+        assert 3 == reader.count() and reader.retrieve("red planet dust")
