@@ -188,6 +188,7 @@ class ChromaBackend:
         private: no one but this process's store writes to the collection (an in-memory one,
             or a folder whose writer lock the store holds), so the store may remember its
             searches between its own writes (:class:`~corrective_rag.store.search.SearchMemo`).
+        database: the folder's ``chroma.sqlite3``, whose size and mtime :meth:`version` reads.
     """
 
     lexical = None  # chromadb scores no BM25 locally: the store keeps its index beside
@@ -198,10 +199,27 @@ class ChromaBackend:
         *,
         on_close: Callable[[], None] | None = None,
         private: bool = False,
+        database: str | None = None,
     ) -> None:
         self.collection = collection
         self._on_close = on_close
         self.private = private
+        self._database = database
+
+    def version(self) -> object:
+        """A reading that changes when anyone writes to the collection (the memo's check).
+
+        On disk, the database file's size and mtime (a stat, microseconds): every chromadb
+        write goes through it. In memory, the document count (about 2 ms at 5,000 documents),
+        which an outside add or delete moves and a same-id upsert does not.
+        """
+        if self._database is not None:
+            try:
+                found = os.stat(self._database)
+            except OSError:
+                return None
+            return (found.st_mtime_ns, found.st_size)
+        return self.count()
 
     def close(self) -> None:
         """Run the ``on_close`` hook once."""
@@ -394,6 +412,7 @@ def folder_opener(directory: str, collection: str, *, read_only: bool) -> Opener
             open_collection(client, collection),
             on_close=lambda: _close_client(client),
             private=True,
+            database=os.path.join(directory, MARKER),
         )
 
     return writer

@@ -241,7 +241,7 @@ class StoreLifetime:
                     backend.close()
                     raise
             if getattr(backend, "private", False):
-                self._memo = SearchMemo(version=backend.count)
+                self._memo = SearchMemo(version=getattr(backend, "version", backend.count))
             self._backend = backend
             log.debug("store_warmed_up", directory=self.directory)
 

@@ -147,7 +147,8 @@ class SearchMemo:
         searches: how many searches' runs are kept (the oldest is forgotten first).
         documents: how many fetched documents are kept.
         version: a cheap reading of the backend that changes when it is written to (the
-            store passes its backend's ``count``); ``None``: only the store's own writes count.
+            store passes its backend's ``version``, else ``count``); ``None``: only the store's
+            own writes count.
     """
 
     def __init__(
