@@ -18,8 +18,15 @@ from corrective_rag.errors import StoreError
 __all__ = ["EMBEDDER_KEY", "Labelled", "describe", "mismatch"]
 
 EMBEDDER_KEY = "crag_embedder"  # in a chroma collection's metadata
-# chromadb 1.x: "Collection expecting embedding with dimension of 27, got 16"
-_DIMENSION = re.compile(r"expecting embedding with dimension of (\d+), got (\d+)")
+# The engines' own words, stored width first: chromadb 1.x ("Collection expecting embedding
+# with dimension of 27, got 16"), Qdrant ("Vector dimension error: expected dim: 27, got 16")
+# and Qdrant's local mode, which multiplies the stored vectors by the query ("shapes (2,27) and
+# (16,) not aligned").
+_DIMENSION = re.compile(
+    r"expecting embedding with dimension of (\d+), got (\d+)"
+    r"|expected dim: (\d+), got (\d+)"
+    r"|shapes \(\d+,(\d+)\) and \((\d+),\) not aligned"
+)
 
 
 @runtime_checkable
@@ -51,7 +58,7 @@ def mismatch(exc: BaseException, embedder: object, recorded: str | None) -> Stor
     found = _DIMENSION.search(str(exc))
     if found is None:
         return None
-    stored, given = int(found.group(1)), int(found.group(2))
+    stored, given = (int(g) for g in found.groups() if g is not None)
     built = recorded or f"an embedder of {stored} dimensions"
     return StoreError(
         f"this store was built with another embedder ({built}) than the one given "

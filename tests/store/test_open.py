@@ -392,3 +392,24 @@ def test_a_store_read_with_another_embedder_names_both(tmp_path) -> None:
         assert "(SixteenEmbedder('sixteen'), 16 dimensions)" in message, name
     with HybridStore.open(folder, read_only=True, embedder=LetterEmbedder()) as reader:
         assert 3 == reader.count() and reader.retrieve("red planet dust")
+
+
+def test_a_qdrant_store_read_with_another_embedder_names_its_width(tmp_path) -> None:
+    """On Qdrant (no embedder note kept) the StoreError names both widths and the embedder."""
+    pytest.importorskip("qdrant_client", reason="needs the qdrant extra")
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    folder = tmp_path / "q"
+    with HybridStore.qdrant(folder, embedder=LetterEmbedder()) as writer:
+        writer.add(DOCS)
+    for call in (
+        lambda store: store.retrieve("red planet dust"),
+        lambda store: store.upsert([Document("x", "a new text")]),
+    ):
+        with (
+            HybridStore.qdrant(folder, embedder=SixteenEmbedder()) as store,
+            pytest.raises(StoreError, match="another embedder") as caught,
+        ):
+            call(store)
+        assert "(an embedder of 27 dimensions)" in str(caught.value)
+        assert "(SixteenEmbedder('sixteen'), 16 dimensions)" in str(caught.value)
