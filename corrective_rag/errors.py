@@ -8,6 +8,7 @@ can catch everything of ours with one ``except`` and still tell the kinds apart:
     ├── InputError             bad user data: queries, documents, files, JSONL (also a ValueError)
     ├── StoreError             the hybrid store failed or is inconsistent
     │   ├── DuplicateIdError       ids repeated within one write call
+    │   ├── FilterTooLargeError    a metadata filter past the store's bounds (also an InputError)
     │   ├── StoreConsistencyError  BM25 and dense sides disagree and could not be repaired
     │   └── StoreLockedError       another writer holds a persistent store
     ├── LLMError               an OpenAI-compatible endpoint failed
@@ -29,6 +30,7 @@ __all__ = [
     "Cancelled",
     "ConfigError",
     "DuplicateIdError",
+    "FilterTooLargeError",
     "InputError",
     "LLMError",
     "LLMResponseError",
@@ -81,6 +83,10 @@ class DuplicateIdError(StoreError, InputError):
         shown = ", ".join(repr(i) for i in self.ids[:10])
         more = f" and {len(self.ids) - 10} more" if len(self.ids) > 10 else ""
         super().__init__(f"duplicate document ids in one call: {shown}{more}")
+
+
+class FilterTooLargeError(StoreError, InputError):
+    """A metadata filter holds more values, terms or nesting than a store reads (refused first)."""
 
 
 class StoreConsistencyError(StoreError):

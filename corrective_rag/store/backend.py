@@ -24,7 +24,9 @@ Contract:
   ``$ne``/``$nin`` are the negations of ``$eq``/``$in`` (a document without the field matches
   them), ranges match numbers only, several keys in one mapping must all hold. The oracle is
   :func:`corrective_rag.testing.filter_contract.reference_matches`; a backend passes
-  :class:`corrective_rag.testing.FilterContract`. Metadata keys starting with
+  :class:`corrective_rag.testing.FilterContract`. The store refuses a filter past its bounds
+  (:func:`~corrective_rag.store.checks.check_filter_size`: 10,000 list values, 100 terms, 16
+  levels) before a backend sees it. Metadata keys starting with
   :data:`RESERVED_PREFIX` belong to the store; a backend may keep its own there and must leave
   them out of the documents it returns.
 * Dense scores are cosine similarities (higher is better); vectors are L2-normalised float32.

@@ -6,7 +6,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from corrective_rag.errors import ConfigError, DuplicateIdError, InputError
+from corrective_rag.errors import ConfigError, DuplicateIdError, FilterTooLargeError, InputError
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.store.backend import RESERVED_PREFIX
 from corrective_rag.text import tokenize
@@ -14,10 +14,14 @@ from corrective_rag.types import Document
 
 __all__ = [
     "FILTER_SCALARS",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_TERMS",
+    "MAX_FILTER_VALUES",
     "MAX_TEXT_CHARS",
     "MAX_TOP_K",
     "check_candidates",
     "check_collection",
+    "check_filter_size",
     "check_not_stored",
     "check_parts",
     "check_search",
@@ -60,9 +64,75 @@ def check_parts(fusion: object, embedder: object) -> None:
 
 
 def check_where(where: Mapping[str, Any] | None) -> None:
-    """A metadata filter: ``None`` or a non-empty mapping."""
+    """A metadata filter: ``None`` or a non-empty mapping within the filter bounds."""
     if where is not None and (not isinstance(where, Mapping) or not where):
         raise InputError(f"where must be a non-empty mapping or None, got {where!r}")
+    if where is not None:
+        check_filter_size(where)
+
+
+# Bounds on one metadata filter, checked before any engine sees it. chromadb binds every number
+# of an $in/$nin list twice (its int and float columns) and SQLite takes at most 32,766 bound
+# values per query: 16,381 numbers fail, 10,000 leave room for the rest of the filter. A number
+# with a fractional part counts twice: chroma_where adds its integer part as a companion.
+MAX_FILTER_VALUES = 10_000
+# chromadb nests a flat $or/$and of n comparisons n deep: SQLite refuses 1,000 ("Expression tree
+# is too large") and 10,000 crash the process (SIGSEGV in chromadb's Rust bindings). Each term
+# becomes at most 7 comparisons once translated, so 100 terms stay far below both.
+MAX_FILTER_TERMS = 100
+# chromadb refuses a filter nested ~100 deep; translation adds up to two levels per level.
+MAX_FILTER_DEPTH = 16
+
+
+def _filter_weight(value: Any) -> int:
+    """What one $in/$nin value counts towards :data:`MAX_FILTER_VALUES`: a fraction 2, else 1."""
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        return 2
+    return 1
+
+
+def check_filter_size(where: Mapping[str, Any]) -> None:
+    """Refuse a filter past the bounds: list values, field terms, ``$and``/``$or`` nesting.
+
+    Only the size is checked here (iteratively, so a deep filter cannot exhaust the stack); each
+    backend's translation refuses a malformed filter with :class:`InputError`.
+
+    Raises:
+        FilterTooLargeError: more than :data:`MAX_FILTER_VALUES` values in its ``$in``/``$nin``
+            lists together (a number with a fractional part counts twice), more than
+            :data:`MAX_FILTER_TERMS` field terms, or ``$and``/``$or`` nested deeper than
+            :data:`MAX_FILTER_DEPTH`.
+    """
+    values = terms = 0
+    pending: list[tuple[Any, int]] = [(where, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if not isinstance(node, Mapping):
+            continue
+        for key, value in node.items():
+            if key in ("$and", "$or"):
+                if depth >= MAX_FILTER_DEPTH:
+                    raise FilterTooLargeError(
+                        f"metadata filter nests $and/$or deeper than {MAX_FILTER_DEPTH} levels"
+                    )
+                if isinstance(value, list | tuple):
+                    pending.extend((part, depth + 1) for part in value)
+                continue
+            terms += 1
+            if isinstance(value, Mapping):
+                for operand in value.values():
+                    if isinstance(operand, list | tuple):
+                        values += sum(map(_filter_weight, operand))
+            if terms > MAX_FILTER_TERMS:
+                raise FilterTooLargeError(
+                    f"metadata filter has more than {MAX_FILTER_TERMS} field terms; "
+                    "put the values of one field in one $in list"
+                )
+            if values > MAX_FILTER_VALUES:
+                raise FilterTooLargeError(
+                    f"metadata filter holds more than {MAX_FILTER_VALUES} $in/$nin values (a "
+                    "fractional number counts twice); narrow it, or filter by a coarser field"
+                )
 
 
 def check_search(query: str, top_k: int, where: Mapping[str, Any] | None) -> None:

@@ -5,8 +5,10 @@ itself departs from it in three places, all fixed here before a filter reaches i
 
 * several keys in one mapping, and ``$and``/``$or`` lists of one filter, are refused by
   chromadb: they become a ``$and`` and the filter itself;
-* ``$in``/``$nin`` lists must hold values of one Python type for chromadb: each value becomes
-  its own equality, joined by ``$or`` (``$in``) or ``$and`` (``$nin``);
+* ``$in``/``$nin`` lists must hold values of one Python type for chromadb: a list is sent as
+  one chromadb ``$in``/``$nin`` per type it holds (str, bool, int, float), at most four, joined
+  by ``$or`` (``$in``) or ``$and`` (``$nin``). (It once became one equality per value, and
+  chromadb refuses a ``$or`` of 1,000 and crashes the process on 10,000.)
 * chromadb compares a stored integer with a fractional bound truncated (``{"n": 0.5}`` matches
   ``n == 0``, ``{"n": {"$lt": 0.5}}`` misses it): such a bound gets a companion clause on the
   neighbouring integer that makes integers compare by value, while floats still compare with
@@ -64,9 +66,7 @@ def _clause(key: str, value: Any, where: Mapping[str, Any]) -> dict[str, Any]:
     if op in ("$in", "$nin"):
         if not isinstance(operand, Sequence) or isinstance(operand, str) or not operand:
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
-        if op == "$in":
-            return _any([_compare(key, "$eq", filter_scalar(v, where)) for v in operand])
-        return _all([_compare(key, "$ne", filter_scalar(v, where)) for v in operand])
+        return _listed(key, op, [filter_scalar(v, where) for v in operand])
     if op in _RANGES:
         bound = filter_scalar(operand, where)
         if isinstance(bound, bool) or not isinstance(bound, int | float):
@@ -75,6 +75,38 @@ def _clause(key: str, value: Any, where: Mapping[str, Any]) -> dict[str, Any]:
     if op in ("$eq", "$ne"):
         return _compare(key, op, filter_scalar(operand, where))
     raise InputError(f"invalid metadata filter {where!r}: unknown operator {op!r}")
+
+
+def _listed(key: str, op: str, values: list[Any]) -> dict[str, Any]:
+    """``{key: {op: values}}`` as chromadb reads it: one list per value type, fractions exact."""
+    groups: dict[type, list[Any]] = {}
+    fractions: list[float] = []
+    for kind, value in dict.fromkeys((_kind(v), _kind(v)(v)) for v in values):
+        if kind is float and not value.is_integer() and abs(value) < _EXACT:
+            fractions.append(value)
+        else:
+            groups.setdefault(kind, []).append(value)
+    inside = op == "$in"
+    parts: list[dict[str, Any]] = [{key: {op: group}} for group in groups.values()]
+    if fractions:
+        # chromadb reads a fraction as trunc(fraction) against stored integers (see _compare):
+        # the integers it would wrongly match are taken out of an $in and put back into a $nin
+        cuts = sorted({math.trunc(f) for f in fractions})
+        plain: dict[str, Any] = {key: {op: fractions}}
+        parts.append(
+            {"$and": [plain, {key: {"$nin": cuts}}]}
+            if inside
+            else {"$or": [plain, {key: {"$in": cuts}}]}
+        )
+    return _any(parts) if inside else _all(parts)
+
+
+def _kind(value: Any) -> type:
+    """The one type chromadb accepts ``value`` as: 1, 1.0 and True are three kinds."""
+    for kind in (bool, int, float):
+        if isinstance(value, kind):
+            return kind
+    return str
 
 
 def _compare(key: str, op: str, value: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from corrective_rag.store.checks import (
     validate_documents,
     validate_ids,
 )
+from corrective_rag.store.embedders import Labelled, describe, mismatch
 from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.lifetime import StoreLifetime
 from corrective_rag.store.persist import SavedBM25
@@ -246,9 +247,22 @@ class HybridStore(StoreLifetime):
                     found["bm25"] = backend.lexical.sparse(query, depth, where)
         if "dense" in legs:
             vectors = self.embedder.embed(list(queries))
-            for found, run in zip(runs, backend.dense_many(vectors, depth, where), strict=True):
+            try:
+                dense = backend.dense_many(vectors, depth, where)
+            except Exception as exc:
+                wrong = self._mismatch(exc)
+                if wrong is None:
+                    raise
+                raise wrong from exc
+            for found, run in zip(runs, dense, strict=True):
                 found["dense"] = run
         return runs
+
+    def _mismatch(self, exc: BaseException) -> Exception | None:
+        """The error naming both embedders when ``exc`` is a vector width mismatch, else None."""
+        backend = self._dense
+        recorded = backend.embedder_label if isinstance(backend, Labelled) else None
+        return mismatch(exc, self.embedder, recorded)
 
     def _documents(self, ids: list[str]) -> dict[str, Document]:
         """The stored documents among ``ids``, by id: what hits are made of."""
@@ -299,14 +313,29 @@ class HybridStore(StoreLifetime):
             check_not_stored(previous, replace=replace)
             with embedding_failures():  # the model may be missing: nothing is written yet
                 embeddings = embed_documents(self.embedder, docs, previous)
-            if self._bm25 is None:  # one engine holds both legs: one write reaches both
-                with foreign_failures("write"):
-                    self._dense.write(docs, embeddings, previous)
-            else:
-                self._stamp = write_documents(
-                    self._sides(), docs, embeddings, previous, self._stamp
-                )
+            try:
+                if self._bm25 is None:  # one engine holds both legs: one write reaches both
+                    with foreign_failures("write"):
+                        self._dense.write(docs, embeddings, previous)
+                else:
+                    self._stamp = write_documents(
+                        self._sides(), docs, embeddings, previous, self._stamp
+                    )
+            except Exception as exc:
+                wrong = self._mismatch(exc)
+                if wrong is None:
+                    raise
+                raise wrong from exc
+            self._label(embeddings.shape[1])
         log.debug("store_written", documents=len(docs), replace=replace)
+
+    def _label(self, width: int) -> None:
+        """Record which embedder wrote the vectors, where the backend keeps such a note."""
+        backend = self._dense
+        label = describe(self.embedder, width)
+        if isinstance(backend, Labelled) and backend.embedder_label != label:
+            with foreign_failures("recording the embedder"):
+                backend.set_embedder_label(label)
 
     @contextlib.contextmanager
     def _forgetting(self) -> Iterator[None]:

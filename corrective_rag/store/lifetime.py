@@ -92,10 +92,12 @@ class StoreLifetime:
         """A store that lives in this process only (chromadb ``EphemeralClient``, BM25 beside).
 
         Every ephemeral client in a process shares one backend, so each store gets its own
-        collection (a fresh name unless given), dropped again on :meth:`close`.
+        collection (a fresh name unless given), dropped again on :meth:`close`. A store given a
+        ``collection`` name shares it with any other store of the process given that name, so
+        it remembers no searches (docs/store.md, "The search memo").
         """
         name = collection or f"crag-{uuid.uuid4().hex}"
-        return cls(open_engine("chroma", name), collection=name, **kwargs)
+        return cls(open_engine("chroma", name, own=collection is None), collection=name, **kwargs)
 
     @classmethod
     def open(
@@ -115,7 +117,8 @@ class StoreLifetime:
             path: the store's folder.
             create: make a new store when ``path`` is missing or empty; with ``False`` such a
                 folder is refused (every command but ``index`` opens this way).
-            read_only: open for reading only: no lock is taken, nothing is written, and several
+            read_only: open for reading only: no lock is taken, none of the store's files is
+                written (chromadb itself writes its bookkeeping, docs/store.md), and several
                 readers (and one writer) may use the folder at once. A folder this process
                 cannot write to (chromadb cannot open its database there) is read from a
                 temporary copy, removed on :meth:`close`.
@@ -238,7 +241,7 @@ class StoreLifetime:
                     backend.close()
                     raise
             if getattr(backend, "private", False):
-                self._memo = SearchMemo()
+                self._memo = SearchMemo(version=getattr(backend, "version", backend.count))
             self._backend = backend
             log.debug("store_warmed_up", directory=self.directory)
 

@@ -70,7 +70,17 @@ def _clause(key: str, value: Any, where: Mapping[str, Any]) -> Any:
     if op in ("$in", "$nin"):
         if not isinstance(operand, Sequence) or isinstance(operand, str) or not operand:
             raise InputError(f"invalid metadata filter {where!r}: {op} needs a non-empty list")
-        any_of = models.Filter(should=[_equals(field, filter_scalar(v, where)) for v in operand])
+        values = list(dict.fromkeys((type(v), filter_scalar(v, where)) for v in operand))
+        texts = [v for _, v in values if isinstance(v, str)]
+        # the strings in one MatchAny; numbers and bools each need their own condition
+        any_of = models.Filter(
+            should=[_equals(field, v) for _, v in values if not isinstance(v, str)]
+            + (
+                [models.FieldCondition(key=field, match=models.MatchAny(any=texts))]
+                if texts
+                else []
+            )
+        )
         if op == "$in":
             return any_of
         return models.Filter(must_not=[any_of])

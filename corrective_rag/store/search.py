@@ -79,6 +79,7 @@ def fused_search_many(
     if not queries:
         return []
     if memo is not None:
+        memo.check()
         run_legs, fetch = memo.remembering(run_legs), memo.fetching(fetch)
     distinct = list(dict.fromkeys(queries))
     found = run_legs(distinct, max(candidates, top_k), where, LEGS)
@@ -137,20 +138,45 @@ class SearchMemo:
 
     It holds only while the store is its backend's one writer: the store calls :meth:`forget`
     after each of its writes, and a search that overlapped a write keeps nothing it read. A
-    search with a ``where`` filter is not remembered. The query's embedding is not part of the
-    key: a store embeds a query text the same way each time.
+    write from outside the store (chromadb's own client on the store's collection) is seen by
+    ``version``, asked at each search (:meth:`check`): a change forgets everything. A search
+    with a ``where`` filter is not remembered. The query's embedding is not part of the key: a
+    store embeds a query text the same way each time.
 
     Args:
         searches: how many searches' runs are kept (the oldest is forgotten first).
         documents: how many fetched documents are kept.
+        version: a cheap reading of the backend that changes when it is written to (the
+            store passes its backend's ``version``, else ``count``); ``None``: only the store's
+            own writes count.
     """
 
-    def __init__(self, *, searches: int = 256, documents: int = 4096) -> None:
+    def __init__(
+        self,
+        *,
+        searches: int = 256,
+        documents: int = 4096,
+        version: Callable[[], object] | None = None,
+    ) -> None:
         self._runs: dict[tuple[str, int, tuple[str, ...]], Runs] = {}
         self._documents: dict[str, Document] = {}
         self._sizes = (searches, documents)
         self._generation = 0  # one more at each write: what was read before it is not kept
+        self._version = version
+        self._seen: object = None  # the version the memo's contents were read at
         self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Forget everything if the backend's version moved since the memo last read it."""
+        if self._version is None:
+            return
+        now = self._version()
+        with self._lock:
+            seen, self._seen = self._seen, now
+        if seen is not None and seen != now:
+            self.forget()
+            with self._lock:
+                self._seen = now
 
     def forget(self) -> None:
         """Drop everything: the store has been written to."""

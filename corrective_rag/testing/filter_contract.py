@@ -29,6 +29,11 @@ The language (chromadb's, whose answers are the reference users see):
 * Values are str, int, float (finite) or bool. Anything else (an unknown operator, two
   operators on one field, an empty list, ``None``, NaN, a list as a bare value) is refused with
   :class:`~corrective_rag.errors.InputError`.
+* Large filters: ``$in``/``$nin`` lists of :data:`LARGE_LIST` values in all, a fraction
+  counting twice (:data:`LARGE_FILTERS`, one type or mixed) are answered; past that a backend
+  may refuse a filter (:data:`OVERSIZED_FILTERS`) with
+  :class:`~corrective_rag.errors.InputError`, never with anything else, and never by taking
+  the process down.
 """
 
 from __future__ import annotations
@@ -49,9 +54,13 @@ __all__ = [
     "FILTER_DOCUMENTS",
     "INVALID_FILTERS",
     "ISSUE_FILTERS",
+    "LARGE_FILTERS",
+    "LARGE_LIST",
+    "OVERSIZED_FILTERS",
     "LetterEmbedder",
     "expected_ids",
     "filter_mismatches",
+    "large_filter_mismatches",
     "reference_matches",
     "refusal_mismatches",
 ]
@@ -246,6 +255,30 @@ INVALID_FILTERS: tuple[Any, ...] = (
     {"year": {"$lt": float("inf")}},
 )
 
+# The store's bound on the $in/$nin values of one filter (corrective_rag.store.checks); chromadb
+# answers 10,000 values in one $in, and crashed on them spelled as 10,000 equalities (issue 41).
+LARGE_LIST = 10_000
+_MIXED = ["2021", True, 2021.0, 1.5, -3, *range(100_000, 100_000 + LARGE_LIST - 6)]
+
+# Filters with LARGE_LIST values in all (a fraction counts twice: the store adds its integer
+# part), which every backend answers as the reference does.
+LARGE_FILTERS: tuple[Mapping[str, Any], ...] = (
+    {"year": {"$in": [*range(100_000, 100_000 + LARGE_LIST - 1), 2021]}},
+    {"year": {"$nin": [*range(100_000, 100_000 + LARGE_LIST - 1), 2021]}},
+    {"lang": {"$in": [*(f"x{i}" for i in range(LARGE_LIST - 1)), "fr"]}},
+    {"lang": {"$nin": ["fr", *(f"x{i}" for i in range(LARGE_LIST - 1))]}},
+    {"n": {"$in": [i + 0.5 for i in range(-LARGE_LIST // 4, LARGE_LIST // 4)]}},
+    {"year": {"$in": _MIXED}},
+    {"n": {"$nin": _MIXED}},
+)
+
+# Filters past the bound, answered as the reference does or refused with InputError: a list
+# ten times too long, and the 10,000 equalities an old translation made of a LARGE_LIST $in.
+OVERSIZED_FILTERS: tuple[Mapping[str, Any], ...] = (
+    {"year": {"$in": [*range(100_000, 100_000 + 10 * LARGE_LIST), 2021]}},
+    {"$or": [{"year": {"$eq": v}} for v in [*range(100_000, 100_000 + LARGE_LIST - 1), 2021]]},
+)
+
 
 class LetterEmbedder:
     """Vectors of letter counts, L2-normalised: a store needs vectors, filters never read them.
@@ -303,10 +336,43 @@ def refusal_mismatches(select: Any, invalid: Iterable[Any] = INVALID_FILTERS) ->
     return lines
 
 
+def large_filter_mismatches(
+    select: Any, documents: Iterable[Document] = FILTER_DOCUMENTS
+) -> list[str]:
+    """One line per large filter ``select`` reads unlike the reference (empty: conforms).
+
+    Each of :data:`LARGE_FILTERS` must select the reference's ids; each of
+    :data:`OVERSIZED_FILTERS` must select them too or raise InputError.
+    """
+    docs = list(documents)
+    lines = []
+    for where in (*LARGE_FILTERS, *OVERSIZED_FILTERS):
+        shown = _short(where)
+        try:
+            got = frozenset(select(where))
+        except InputError as exc:
+            if any(where is big for big in OVERSIZED_FILTERS):
+                continue
+            lines.append(f"{shown}: refused: {str(exc)[:200]}")
+            continue
+        except Exception as exc:
+            lines.append(f"{shown}: raised {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        want = expected_ids(where, docs)
+        if got != want:
+            lines.append(f"{shown}: expected {sorted(want)}, got {sorted(got)}")
+    return lines
+
+
+def _short(where: Mapping[str, Any]) -> str:
+    text = repr(where)
+    return text if len(text) <= 120 else f"{text[:100]}... ({len(text)} characters)"
+
+
 class FilterContract:
     """The filter suite: subclass it as ``Test...`` and implement :meth:`select`.
 
-    pytest collects the two ``test_`` methods of the subclass; each raises ``AssertionError``
+    pytest collects the three ``test_`` methods of the subclass; each raises ``AssertionError``
     listing every filter the backend reads differently from :func:`reference_matches`.
     """
 
@@ -321,6 +387,12 @@ class FilterContract:
         lines = filter_mismatches(self.select, self.documents)
         if lines:
             raise AssertionError("filters read unlike the reference:\n" + "\n".join(lines))
+
+    def test_large_filters_are_answered_or_refused(self) -> None:
+        """Large filters select the reference's ids; oversized ones too, or raise InputError."""
+        lines = large_filter_mismatches(self.select, self.documents)
+        if lines:
+            raise AssertionError("large filters read unlike the reference:\n" + "\n".join(lines))
 
     def test_invalid_filters_are_refused(self) -> None:
         """Every filter of :data:`INVALID_FILTERS` raises InputError."""

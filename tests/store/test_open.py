@@ -309,3 +309,107 @@ def test_an_empty_fallback_folder_is_refused_and_stays_empty(tmp_path) -> None:
     empty.mkdir()
     assert 0 != main(["run", "owls", "--store", store, "--fallback-store", str(empty)])
     assert [] == list(empty.iterdir())
+
+
+def _files(folder: Path) -> dict[str, tuple[int, bytes]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _rows(database: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        return set(conn.iterdump())
+
+
+def test_a_reader_writes_only_what_chroma_itself_writes_at_open(tmp_path) -> None:
+    """A read-only open and search changes no file of ours and no stored record: chroma adds
+    its `acquire_write` row and may save its HNSW files (docs/store.md, "Read-only stores")."""
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    folder = tmp_path / "s"
+    docs = [Document(f"d{i}", f"document {i} about topic {i % 7}") for i in range(150)]
+    with HybridStore.open(folder, embedder=LetterEmbedder()) as writer:
+        writer.add(docs)
+    before, rows = _files(folder), _rows(folder / "chroma.sqlite3")
+    with HybridStore.open(folder, read_only=True, embedder=LetterEmbedder()) as reader:
+        assert 5 == len(reader.retrieve("topic 3", top_k=5))
+        stored = reader.get([d.id for d in docs])
+    after = _files(folder)
+
+    assert sorted(before) == sorted(after)  # nothing made or removed: no lock, no copy
+    changed = {name for name in before if before[name] != after[name]}
+    ours = {name for name in before if name.startswith(("bm25-", ".corrective"))}
+    assert ours and not changed & ours
+    hnsw = {
+        "data_level0.bin",
+        "header.bin",
+        "length.bin",
+        "link_lists.bin",
+        "index_metadata.pickle",
+    }
+    assert {Path(n).name for n in changed - {"chroma.sqlite3"}} <= hnsw
+    added = _rows(folder / "chroma.sqlite3") - rows
+    assert rows - _rows(folder / "chroma.sqlite3") == set()
+    assert all(line.startswith('INSERT INTO "acquire_write"') for line in added), added
+    assert docs == stored
+
+
+class SixteenEmbedder:
+    """Another embedder: 16-dimensional vectors, where the store was built with 27."""
+
+    name = "sixteen"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.full((len(texts), 16), 0.25, dtype=np.float32)
+
+
+def test_a_store_read_with_another_embedder_names_both(tmp_path) -> None:
+    """Searching or writing with another embedder is a StoreError naming both embedders."""
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    folder = tmp_path / "s"
+    with HybridStore.open(folder, embedder=LetterEmbedder()) as writer:
+        writer.add(DOCS)
+    calls = {
+        "retrieve": lambda store: store.retrieve("red planet dust"),
+        "dense search": lambda store: store.search("red planet dust", leg="dense"),
+        "upsert": lambda store: store.upsert([Document("x", "a new text")]),
+    }
+    for name, call in calls.items():
+        with (
+            HybridStore.open(folder, embedder=SixteenEmbedder()) as store,
+            pytest.raises(StoreError) as caught,
+        ):
+            call(store)
+        message = str(caught.value)
+        assert "invalid metadata filter" not in message, name
+        assert "another embedder (LetterEmbedder, 27 dimensions)" in message, name
+        assert "(SixteenEmbedder('sixteen'), 16 dimensions)" in message, name
+    with HybridStore.open(folder, read_only=True, embedder=LetterEmbedder()) as reader:
+        assert 3 == reader.count() and reader.retrieve("red planet dust")
+
+
+def test_a_qdrant_store_read_with_another_embedder_names_its_width(tmp_path) -> None:
+    """On Qdrant (no embedder note kept) the StoreError names both widths and the embedder."""
+    pytest.importorskip("qdrant_client", reason="needs the qdrant extra")
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    folder = tmp_path / "q"
+    with HybridStore.qdrant(folder, embedder=LetterEmbedder()) as writer:
+        writer.add(DOCS)
+    for call in (
+        lambda store: store.retrieve("red planet dust"),
+        lambda store: store.upsert([Document("x", "a new text")]),
+    ):
+        with (
+            HybridStore.qdrant(folder, embedder=SixteenEmbedder()) as store,
+            pytest.raises(StoreError, match="another embedder") as caught,
+        ):
+            call(store)
+        assert "(an embedder of 27 dimensions)" in str(caught.value)
+        assert "(SixteenEmbedder('sixteen'), 16 dimensions)" in str(caught.value)

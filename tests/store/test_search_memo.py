@@ -116,3 +116,65 @@ def test_the_memo_keeps_at_most_its_size_and_never_a_filtered_search() -> None:
         remembered([query], 100, None, ("bm25",))
     remembered(["a"], 100, {"kind": "x"}, ("bm25",))
     assert ["a", "b", "c", "a", "a"] == calls
+
+
+def test_a_delete_through_chromas_own_client_is_seen(embedder: SentenceTransformerEmbedder) -> None:
+    """A document deleted behind the store's back (chromadb's own client) is not served again."""
+    import chromadb
+
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        assert "rs" == _ids(store)[0]
+        outside = chromadb.EphemeralClient().get_collection(store.collection_name)
+        outside.delete(ids=["rs"])
+        hits = store.retrieve(QUERY, top_k=4)
+        assert "rs" not in [h.document.id for h in hits]
+        assert all("Rust" not in h.document.text for h in hits)
+
+
+def test_two_in_memory_stores_given_one_name_see_each_others_deletes(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """Stores sharing a named in-memory collection remember nothing: one's delete reaches both."""
+    with HybridStore.in_memory(collection="shared-memo", embedder=embedder) as first:
+        first.add(CORPUS)
+        assert "rs" == _ids(first)[0]
+        with HybridStore.in_memory(collection="shared-memo", embedder=embedder) as second:
+            second.delete(["rs"])
+            hits = first.retrieve(QUERY, top_k=4)
+            assert "rs" not in [h.document.id for h in hits]
+            assert all("Rust" not in h.document.text for h in hits)
+
+
+def test_a_writer_sees_a_delete_by_another_chroma_client_of_its_folder(
+    embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    """A folder's writer forgets its searches when chromadb's own client deletes from it."""
+    import chromadb
+
+    with HybridStore.open(tmp_path / "s", embedder=embedder) as store:
+        store.add(CORPUS)
+        assert "rs" == _ids(store)[0]
+        client = chromadb.PersistentClient(path=str(tmp_path / "s"))
+        client.get_collection(store.collection_name).delete(ids=["rs"])
+        assert "rs" not in [h.document.id for h in store.retrieve(QUERY, top_k=4)]
+
+
+def test_the_memo_forgets_when_the_version_moves() -> None:
+    """check() drops what was kept once the backend's version reading changes, not before."""
+    version = [4]
+    memo = SearchMemo(version=lambda: version[0])
+    calls: list[str] = []
+
+    def run_legs(
+        queries: Sequence[str], depth: int, where: Mapping[str, Any] | None, legs: Sequence[str]
+    ) -> list[Runs | None]:
+        calls.extend(queries)
+        return [{"bm25": [(query, 1.0)]} for query in queries]
+
+    for step in range(4):
+        if step == 2:
+            version[0] = 3  # someone else deleted a document
+        memo.check()
+        memo.remembering(run_legs)(["q"], 100, None, ("bm25",))
+    assert ["q", "q"] == calls

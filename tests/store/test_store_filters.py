@@ -6,6 +6,7 @@ select exactly what the reference implementation selects, and invalid filters ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -264,3 +265,114 @@ def test_the_reference_says_what_is_wrong(where, reason) -> None:
     with pytest.raises(InputError, match="invalid metadata filter") as caught:
         reference_matches(where, {})
     assert reason in str(caught.value)
+
+
+_LARGE_IN_SCRIPT = """
+import json
+from corrective_rag.errors import StoreError
+from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.testing.filter_contract import FILTER_DOCUMENTS, LetterEmbedder
+
+store = HybridStore.in_memory(embedder=LetterEmbedder())
+store.add(FILTER_DOCUMENTS)
+values = [*range(100_000, 109_999), 2021]
+out = {
+    "ids": sorted(store.ids(where={"year": {"$in": values}})),
+    "retrieve": sorted(
+        h.document.id for h in store.retrieve("year", where={"n": {"$nin": values}})
+    ),
+}
+for name, where in (
+    ("long", {"year": {"$in": [*range(100_000)]}}),
+    ("spelled", {"$or": [{"year": v} for v in values]}),
+):
+    try:
+        store.retrieve("year", where=where)
+        out[name] = "answered"
+    except StoreError as exc:
+        out[name] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def test_a_ten_thousand_value_in_is_answered_and_the_process_lives() -> None:
+    """A 10,000-value $in is answered and longer filters are refused: chroma does not crash."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # a child process: the old translation crashed chromadb's Rust bindings with SIGSEGV
+    done = subprocess.run(
+        [sys.executable, "-c", _LARGE_IN_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-2000:]
+    assert {
+        "ids": ["float", "int"],
+        "retrieve": ["bool", "float", "int", "none", "text"],
+        "long": "FilterTooLargeError",
+        "spelled": "FilterTooLargeError",
+    } == json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("where", "bound"),
+    [
+        ({"a": {"$in": list(range(10_001))}}, "more than 10000 $in/$nin values"),
+        ({"a": {"$in": [0.5] * 5_000}, "b": {"$nin": [1]}}, "more than 10000 $in/$nin values"),
+        ({"$or": [{"a": i} for i in range(101)]}, "more than 100 field terms"),
+        ({"$and": [{"$or": [{"a": 1}] * 2}] * 51}, "more than 100 field terms"),
+    ],
+)
+def test_a_filter_past_the_bounds_is_refused_up_front(where, bound) -> None:
+    """Every engine refuses a filter past the bounds with one error, a StoreError and InputError."""
+    from corrective_rag.errors import FilterTooLargeError, StoreError
+    from corrective_rag.store.checks import check_filter_size
+
+    with pytest.raises(FilterTooLargeError, match=re.escape(bound)) as caught:
+        check_filter_size(where)
+    assert isinstance(caught.value, StoreError) and isinstance(caught.value, InputError)
+    check_filter_size({"a": {"$in": list(range(10_000))}})
+
+
+def test_a_deep_filter_is_refused_without_recursion() -> None:
+    """A filter nested 10,000 deep is refused by depth, not by a RecursionError."""
+    from corrective_rag.errors import FilterTooLargeError
+    from corrective_rag.store.checks import check_filter_size
+
+    where: dict = {"a": 1}
+    for _ in range(10_000):
+        where = {"$and": [where]}
+    with pytest.raises(FilterTooLargeError, match="deeper than 16 levels"):
+        check_filter_size(where)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (
+            [1, 1.0, True, "1"],
+            {
+                "$or": [
+                    {"a": {"$in": [1]}},
+                    {"a": {"$in": [1.0]}},
+                    {"a": {"$in": [True]}},
+                    {"a": {"$in": ["1"]}},
+                ]
+            },
+        ),
+        (["x", "y", "x"], {"a": {"$in": ["x", "y"]}}),
+        ([0.5, -2.5], {"$and": [{"a": {"$in": [0.5, -2.5]}}, {"a": {"$nin": [-2, 0]}}]}),
+    ],
+)
+def test_an_in_list_goes_to_chroma_as_one_in_per_type(values, expected) -> None:
+    """chroma gets one $in per value type (its own rule), not one equality per value."""
+    from corrective_rag.store.chroma_where import to_chroma_where
+
+    assert expected == to_chroma_where({"a": {"$in": values}})
