@@ -282,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="streamable HTTP at HOST:PORT (PORT alone: 127.0.0.1); default: stdio",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="a host name clients may use in Host/Origin besides loopback (repeat or comma-"
+        "separate); needed, with a token in CORRECTIVE_RAG_MCP_TOKEN, to bind a public address",
+    )
     _pipeline_flags(p)
     _fallback_flags(p)
     p.set_defaults(handler="cmd_mcp")

@@ -350,48 +350,47 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, number
 
 
-def _serve_http(server: Any, host: str, port: int) -> None:
-    """Serve the SDK's streamable HTTP app with uvicorn, as ``MCPServer.run`` does.
-
-    Once the socket is bound, one stderr line says where (port 0 picks a free one; the line
-    names it), so a user or a test knows when and where to connect.
-    """
-    import sys
-
-    import anyio
-    import uvicorn
-
-    class Announcing(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            if self.started:
-                bound = self.servers[0].sockets[0].getsockname()
-                name = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-                sys.stderr.write(f"corrective-rag mcp: serving http://{name}:{bound[1]}/mcp\n")
-                sys.stderr.flush()
-
-    app = server.streamable_http_app(host=host)
-    anyio.run(Announcing(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve)
-
-
-def serve(opts: Options, *, http: tuple[str, int] | None, secrets: tuple[str, ...]) -> None:
+def serve(
+    opts: Options,
+    *,
+    http: tuple[str, int] | None,
+    secrets: tuple[str, ...],
+    allowed_hosts: tuple[str, ...] = (),
+    token: str | None = None,
+) -> None:
     """Serve over stdio (``http`` None) or streamable HTTP at ``http`` until the client leaves.
 
+    Over HTTP, :class:`~corrective_rag.cli.mcp_http.HttpGuard` checks every request's Host and
+    Origin (loopback or ``allowed_hosts``) and, with ``token``, its bearer token.
+
     Raises:
-        ConfigError: the ``mcp`` package is not installed.
+        ConfigError: the ``mcp`` package is not installed, or a public bind without
+            ``allowed_hosts`` and ``token``.
+        OSError: the HTTP address cannot be bound.
     """
+    from corrective_rag.cli.mcp_http import HttpGuard, check_bind, serve_http
+
     try:
         import mcp  # noqa: F401
     except ImportError:
         raise ConfigError(
             "corrective-rag mcp needs the MCP SDK: pip install 'corrective_rag[mcp]'"
         ) from None
-    service = SearchService(opts, secrets=secrets)
+    if http is not None:
+        check_bind(http[0], allowed_hosts=allowed_hosts, token=token)
+    service = SearchService(opts, secrets=(*secrets, *((token,) if token else ())))
     server = build_server(service)
     try:
         if http is None:
             server.run("stdio")
         else:
-            _serve_http(server, *http)
+            from mcp.server.transport_security import TransportSecuritySettings
+
+            # HttpGuard checks Host and Origin for every loopback spelling; the SDK's own
+            # check knows three spellings and would refuse an allowed host.
+            off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+            app = server.streamable_http_app(transport_security=off, host=http[0])
+            hosts = frozenset(h.strip().lower().rstrip(".") for h in allowed_hosts)
+            serve_http(HttpGuard(app, hosts, token), *http)
     finally:
         service.close()
