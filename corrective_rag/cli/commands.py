@@ -463,7 +463,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     token = os.environ.get(TOKEN_VARIABLE) or None
     hosts = tuple(h for given in args.allow_host or () for h in given.split(",") if h.strip())
-    serve(opts, http=http, secrets=secrets(), allowed_hosts=hosts, token=token)
+    serve(
+        opts,
+        http=http,
+        secrets=secrets(),
+        allowed_hosts=hosts,
+        token=token,
+        share_runs=args.share_runs,
+        max_calls=args.max_calls,
+    )
     return 0
 
 
