@@ -258,3 +258,37 @@ def test_a_long_question_is_refused_and_echoes_are_cut(tmp_path):
     service._remember(result, owner=None)
     assert [MAX_ECHO_CHARS] == [len(r["question"]) for r in service.runs()]
     assert len(json.dumps(out)) < 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_search_notifies_listeners_that_the_runs_changed(store):
+    """On the 2026-07-28 protocol, which offers resource change notifications, a client
+    listening for resource list changes and for updates of the runs list hears of both when
+    a search adds a run."""
+    service = SearchService(Options(store=str(store)))
+
+    async def go() -> tuple[Any, list[Any]]:
+        events: list[Any] = []
+        async with Client(build_server(service), read_timeout_seconds=SECONDS) as client:
+            capabilities = client.server_capabilities
+            async with client.listen(
+                resources_list_changed=True, resource_subscriptions=[RUNS_URI]
+            ) as subscription:
+                found = await client.call_tool("search", {"question": QUESTION})
+                assert not found.is_error, found.content[0].text
+                with anyio.fail_after(SECONDS):
+                    async for event in subscription:
+                        events.append(event)
+                        if len(events) == 2:
+                            break
+        return capabilities, events
+
+    try:
+        capabilities, events = anyio.run(go)
+    finally:
+        service.close()
+    assert capabilities.resources.list_changed and capabilities.resources.subscribe
+    kinds = sorted(type(e).__name__ for e in events)
+    assert ["ResourceUpdated", "ResourcesListChanged"] == kinds
+    assert RUNS_URI == next(e.uri for e in events if type(e).__name__ == "ResourceUpdated")
