@@ -3,15 +3,22 @@
 Built on the official SDK (``pip install 'corrective_rag[mcp]'``), imported only when the
 command runs. Tools:
 
-* ``search``: a question in; the documents the loop kept (id, text, verdict), the stop reason
-  and the run id out. Each text is cut at :data:`MAX_SHOWN_CHARS` characters and at most
-  :data:`MAX_DOCUMENTS` documents are returned, so one call cannot flood an agent's context.
+* ``search``: a question in (at most :data:`MAX_QUESTION_CHARS` characters); the documents the
+  loop kept (id, text, verdict), best first, the stop reason and the run id out. ``top_k`` caps
+  the documents returned (at most :data:`MAX_DOCUMENTS`); each text is cut at
+  :data:`MAX_SHOWN_CHARS` characters and the question and final query echoed back at
+  :data:`MAX_ECHO_CHARS`, so one call cannot flood an agent's context whatever its input.
 * ``answer`` (only with an LLM: ``--llm-url``/``--model`` or ``--local-llm``): the same search,
   then an answer written from the kept documents, citing their ids.
 
-Resources: ``corrective-rag://runs`` lists this server's runs (newest last, the last
-:data:`MAX_RUNS` kept) and ``corrective-rag://runs/{run_id}`` is one run's whole record, in
-the format of ``corrective-rag batch`` results.
+Resources: ``corrective-rag://runs`` lists the session's runs (newest last, the server keeps
+the last :data:`MAX_RUNS`; every session's with ``share_runs``) and
+``corrective-rag://runs/{run_id}`` is one run's whole record, in the format of
+``corrective-rag batch`` results; another session's id is invalid params, as an unknown one.
+
+Calls: at most ``max_calls`` run at once (the others wait), each in a worker thread that is
+cancelled with its request (``notifications/cancelled``, a closed stream, a client gone), as
+``arun`` cancels a run: the LLM call in flight is abandoned and no further one starts.
 
 The store is opened on the first call, not at start, so a client's handshake never waits for
 the embedding model; a missing store, a bad argument or a failed LLM call is a tool error with

@@ -292,3 +292,34 @@ def test_a_search_notifies_listeners_that_the_runs_changed(store):
     kinds = sorted(type(e).__name__ for e in events)
     assert ["ResourceUpdated", "ResourcesListChanged"] == kinds
     assert RUNS_URI == next(e.uri for e in events if type(e).__name__ == "ResourceUpdated")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_client_that_gives_up_over_http_stops_the_run(store, mode):
+    """Over streamable HTTP, a client that abandons a call (2026-07-28: closes the request's
+    stream; the handshake protocols: sends notifications/cancelled) stops its run: with one
+    slot, the next call runs once the abandoned one has ended, and the abandoned run made no
+    LLM request but the one in flight when it was given up."""
+    with ScriptedLLMServer(latency=0.5) as llm:
+        args = ["--llm-url", llm.base_url, "--model", "scripted", "--max-calls", "1"]
+        proc, url = _serve_http(store, *args)
+
+        async def go() -> None:
+            async with Client(url, mode=mode, read_timeout_seconds=SECONDS) as client:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(client.call_tool, "search", {"question": UNANSWERED})
+                    await _requests_reach(llm, 1)
+                    tg.cancel_scope.cancel()
+                honest = await client.call_tool("search", {"question": QUESTION})
+                assert not honest.is_error, honest.content[0].text
+
+        try:
+            anyio.run(go)
+        finally:
+            proc.kill()
+            proc.wait(timeout=60)
+        questions = [json.dumps(r) for r in llm.requests]
+        abandoned = [q for q in questions if "swallow" in q]
+        assert 1 == len(abandoned), len(abandoned)
