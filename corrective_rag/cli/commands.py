@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -465,7 +466,19 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not (opts.store or opts.chroma_host or opts.qdrant):  # a missing flag, not a missing store
         raise ConfigError("give --store DIR (or --chroma-host HOST, or --qdrant URL)")
     quiet_progress()  # no bars: a client shows the server's stderr as its log
-    serve(opts, http=http, secrets=secrets())
+    from corrective_rag.cli.mcp_http import TOKEN_VARIABLE
+
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    hosts = tuple(h for given in args.allow_host or () for h in given.split(",") if h.strip())
+    serve(
+        opts,
+        http=http,
+        secrets=secrets(),
+        allowed_hosts=hosts,
+        token=token,
+        share_runs=args.share_runs,
+        max_calls=args.max_calls,
+    )
     return 0
 
 

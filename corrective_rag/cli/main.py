@@ -308,6 +308,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="streamable HTTP at HOST:PORT (PORT alone: 127.0.0.1); default: stdio",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="a host name clients may use in Host/Origin besides loopback (repeat or comma-"
+        "separate); needed, with a token in CORRECTIVE_RAG_MCP_TOKEN, to bind a public address",
+    )
+    p.add_argument(
+        "--share-runs",
+        action="store_true",
+        help="every session reads every session's runs (default: a session sees its own)",
+    )
+    p.add_argument(
+        "--max-calls",
+        type=_positive,
+        default=4,
+        metavar="N",
+        help="tool calls run at once; more wait for a free slot (default: 4)",
+    )
     _pipeline_flags(p)
     _fallback_flags(p)
     p.set_defaults(handler="cmd_mcp")
