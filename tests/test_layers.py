@@ -48,17 +48,30 @@ LAYERS: dict[str, int] = {
 }
 
 
-def _modules() -> Iterator[tuple[str, Path]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _modules(package: Path = PACKAGE) -> Iterator[tuple[str, Path]]:
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         yield name, path
 
 
-def _imports(name: str, path: Path) -> set[str]:
+IMPORTERS = {"import_module", "__import__"}  # importlib.import_module and the builtin
+
+
+def _imports(name: str, path: Path, known: frozenset[str] = frozenset()) -> set[str]:
+    """Every module of ours that ``path`` imports or names for import.
+
+    Import statements (relative ones resolved), ``importlib.import_module("...")`` and
+    ``__import__("...")``, and any other string that names one of our modules (``known``) as
+    ``"corrective_rag.a.b"`` or ``"corrective_rag.a.b:function"``: a registry of such strings
+    (``store/engines.py``, the root's lazy names) imports them when it is used. A string that is
+    the package's bare name is a logger's or a tracer's, not an import.
+    """
     found: set[str] = set()
     is_package = path.name == "__init__.py"
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = _docstrings(tree)
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "corrective_rag"}
         elif isinstance(node, ast.ImportFrom):
@@ -72,7 +85,52 @@ def _imports(name: str, path: Path) -> set[str]:
                 found.add(target)
                 # `from corrective_rag.store import chroma` names the module store.chroma
                 found |= {f"{target}.{a.name}" for a in node.names}
+        elif _is_importer(node) and isinstance(node.args[0], ast.Constant):  # type: ignore[attr-defined]
+            module = str(node.args[0].value)  # type: ignore[attr-defined]
+            if module.split(".", maxsplit=1)[0] == "corrective_rag":
+                found.add(module)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node not in docstrings
+        ):
+            module = node.value.partition(":")[0]
+            if "." in module and module in known:
+                found.add(module)
     return found
+
+
+def _is_importer(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return called in IMPORTERS
+
+
+def _docstrings(tree: ast.AST) -> set[ast.AST]:
+    return {
+        node.body[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _computed_imports(path: Path) -> list[str]:
+    """Imports of one of our modules by a name built at run time (no checker can place them)."""
+    return [
+        ast.unparse(node)
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8")))
+        if _is_importer(node)
+        and not isinstance(node.args[0], ast.Constant)  # type: ignore[attr-defined]
+        and any(
+            isinstance(c, ast.Constant) and str(c.value).startswith("corrective_rag")
+            for c in ast.walk(node.args[0])  # type: ignore[attr-defined]
+        )
+    ]
 
 
 def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
@@ -99,7 +157,20 @@ def _part(module: str) -> str:
     return bits[1] if len(bits) > 1 else "<root>"
 
 
-GRAPH = {name: _imports(name, path) for name, path in _modules()}
+def graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module of the package, with the modules of ours it imports."""
+    modules = dict(_modules(package))
+    known = frozenset(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def upward(imports: dict[str, set[str]], module: str) -> list[str]:
+    """What ``module`` imports from a layer above its own."""
+    mine = LAYERS[_part(module)]
+    return sorted(t for t in imports[module] if LAYERS.get(_part(t), -1) > mine)
+
+
+GRAPH = graph()
 
 
 def test_every_part_has_a_layer() -> None:
@@ -110,9 +181,61 @@ def test_every_part_has_a_layer() -> None:
 @pytest.mark.parametrize("module", sorted(GRAPH))
 def test_no_module_imports_a_higher_layer(module: str) -> None:
     """Imports run down the layers (cli -> loop/runs -> parts -> models/text -> types/errors)."""
-    mine = LAYERS[_part(module)]
-    upward = sorted(t for t in GRAPH[module] if LAYERS.get(_part(t), -1) > mine)
-    assert [] == upward
+    assert [] == upward(GRAPH, module)
+
+
+def test_no_module_imports_one_of_ours_by_a_computed_name() -> None:
+    """importlib.import_module(f"corrective_rag.{x}") could reach any layer: name it in full."""
+    assert [] == [f"{p}: {c}" for _, p in _modules() for c in _computed_imports(p)]
+
+
+UPWARD = {
+    "an import inside a function": "def f():\n    from corrective_rag.cli import main\n",
+    "a relative import": "from .cli import main\n",
+    "import_module": 'import importlib\nimportlib.import_module("corrective_rag.cli.main")\n',
+    "an alias": 'from importlib import import_module as im\nim("corrective_rag.cli")\n',
+    "__import__": '__import__("corrective_rag.cli.main")\n',
+    "a registry string": 'ENGINES = {"x": "corrective_rag.cli.main:entry"}\n',
+}
+
+
+@pytest.mark.parametrize("source", list(UPWARD.values()), ids=list(UPWARD))
+def test_the_checker_finds_an_upward_import_however_it_is_spelled(
+    tmp_path: Path, source: str
+) -> None:
+    """Control: types (layer 2) reaching cli (layer 10) is flagged, however it gets there."""
+    package = tmp_path / "corrective_rag"
+    (package / "cli").mkdir(parents=True)
+    for empty in ("__init__.py", "cli/__init__.py", "cli/main.py"):
+        (package / empty).write_text("", encoding="utf-8")
+    (package / "types.py").write_text(source, encoding="utf-8")
+    imports = graph(package)
+    assert upward(imports, "corrective_rag.types") in (
+        ["corrective_rag.cli"],
+        ["corrective_rag.cli", "corrective_rag.cli.main"],
+        ["corrective_rag.cli.main"],
+    )
+
+
+def test_the_checker_leaves_docstrings_logger_names_and_type_checking_alone(tmp_path: Path) -> None:
+    """Control: docstrings, the bare package name and TYPE_CHECKING imports are no imports."""
+    package = tmp_path / "corrective_rag"
+    (package / "cli").mkdir(parents=True)
+    for empty in ("__init__.py", "cli/__init__.py", "cli/main.py"):
+        (package / empty).write_text("", encoding="utf-8")
+    (package / "types.py").write_text(
+        '"""See corrective_rag.cli.main."""\nfrom typing import TYPE_CHECKING\n'
+        'log = "corrective_rag"\nif TYPE_CHECKING:\n    from corrective_rag.cli import main\n',
+        encoding="utf-8",
+    )
+    assert [] == upward(graph(package), "corrective_rag.types")
+
+
+def test_the_checker_finds_a_computed_import(tmp_path: Path) -> None:
+    """Control: a module name put together at run time is reported."""
+    path = tmp_path / "m.py"
+    path.write_text('import importlib\nimportlib.import_module(f"corrective_rag.{x}")\n')
+    assert ["importlib.import_module(f'corrective_rag.{x}')"] == _computed_imports(path)
 
 
 def _known(target: str) -> str | None:

@@ -82,18 +82,94 @@ def test_the_loops_modules_import_each_other_in_no_circle() -> None:
     assert [] == sorted(name for name in names if reaches(name, name, {name}))
 
 
+STOP_HOMES = {PACKAGE / "types.py", PACKAGE / "loop" / "stopping.py"}  # defined; decided
+
+
+def _annotations(tree: ast.AST) -> set[ast.AST]:
+    """Every node in an annotation or under ``if TYPE_CHECKING:``: no use of what it names."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            roots.append(node.returns)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            roots.extend(node.body)
+    return {inner for root in roots for inner in ast.walk(root)}
+
+
+def stop_reason_uses(path: Path) -> list[str]:
+    """Where ``path`` uses ``StopReason`` at run time, however the name reaches it.
+
+    A use is any reference but an annotation or an import: ``StopReason.X``, ``StopReason("x")``
+    and ``StopReason["X"]`` through any alias (``from corrective_rag.types import StopReason as
+    S``, ``from corrective_rag import StopReason``), through a module (``t.StopReason`` after
+    ``import corrective_rag.types as t``), through ``getattr(module, "StopReason")``, or bound to
+    another name (``S = StopReason``, itself a use).
+    """
+    tree = _tree(path)
+    aliases = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name == "StopReason"
+    }
+    skip = _annotations(tree)
+    uses = []
+    for node in ast.walk(tree):
+        if node in skip:
+            continue
+        named = isinstance(node, ast.Name) and node.id in aliases
+        attribute = isinstance(node, ast.Attribute) and node.attr == "StopReason"
+        looked_up = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and any(isinstance(a, ast.Constant) and a.value == "StopReason" for a in node.args)
+        )
+        if named or attribute or looked_up:
+            uses.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")  # type: ignore[attr-defined]
+    return uses
+
+
 def test_every_stop_reason_is_decided_in_stopping() -> None:
-    """Only loop/stopping.py names a StopReason member: one home for why a run stops."""
-    naming = [
-        path.name
-        for path in LOOP
-        if path.name != "stopping.py"
-        for node in ast.walk(_tree(path))
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "StopReason"
-    ]
-    assert [] == naming
+    """Only loop/stopping.py uses StopReason (types.py defines it): one home for why a run stops."""
+    others = sorted(set(PACKAGE.rglob("*.py")) - STOP_HOMES)
+    assert [] == [use for path in others for use in stop_reason_uses(path)]
+
+
+STOP_ELSEWHERE = {
+    "a member": "from corrective_rag.types import StopReason\nr = StopReason.NO_PROGRESS\n",
+    "a call": 'from corrective_rag.types import StopReason\nr = StopReason("no_progress")\n',
+    "an alias": "from corrective_rag.types import StopReason as S\nr = S.NO_PROGRESS\n",
+    "the root": 'from corrective_rag import StopReason as S\nr = S["NO_PROGRESS"]\n',
+    "a module": 'import corrective_rag.types as t\nr = t.StopReason("no_progress")\n',
+    "a full path": 'import corrective_rag.types\nr = corrective_rag.types.StopReason("x")\n',
+    "getattr": 'import corrective_rag.types as t\nr = getattr(t, "StopReason")("x")\n',
+    "a new name": "from corrective_rag.types import StopReason\nS = StopReason\n",
+    "in a function": 'def f():\n    from .types import StopReason\n    return StopReason("x")\n',
+}
+
+
+@pytest.mark.parametrize("source", list(STOP_ELSEWHERE.values()), ids=list(STOP_ELSEWHERE))
+def test_the_checker_finds_a_stop_reason_made_elsewhere(tmp_path: Path, source: str) -> None:
+    """Control: a stop reason made outside stopping.py, spelled any of these ways, is flagged."""
+    path = tmp_path / "orchestrator.py"
+    path.write_text(source, encoding="utf-8")
+    assert 1 == len(stop_reason_uses(path))
+
+
+def test_the_checker_lets_annotations_and_type_checking_imports_be(tmp_path: Path) -> None:
+    """Control: StopReason in annotations, imports and under TYPE_CHECKING is no use."""
+    path = tmp_path / "orchestrator.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\nfrom corrective_rag.types import StopReason\n"
+        "if TYPE_CHECKING:\n    X = StopReason\n"
+        "def f(r: StopReason) -> StopReason:\n    s: StopReason = r\n    return s\n",
+        encoding="utf-8",
+    )
+    assert [] == stop_reason_uses(path)
 
 
 def test_the_llm_rewriter_only_rewrites() -> None:

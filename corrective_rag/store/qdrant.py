@@ -45,7 +45,7 @@ from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 
 __all__ = [
-    "MARKER",
+    "QDRANT_MARKER",
     "QdrantBackend",
     "check_settings",
     "import_qdrant",
@@ -55,7 +55,7 @@ __all__ = [
 
 log: Any = get_logger(__name__)
 
-MARKER = "meta.json"  # qdrant-client's local mode writes it in a folder it opens
+QDRANT_MARKER = "meta.json"  # qdrant-client's local mode writes it in a folder it opens
 DENSE, SPARSE = "dense", "bm25"
 ID, TEXT, TERMS = "id", "text", "terms"
 AVGDL_KEY = "crag_bm25_avgdl"  # in the collection's metadata
@@ -345,7 +345,7 @@ def store_opener(
     check_settings(collection, avgdl)
     if not memory and not where.startswith(("http://", "https://")):
         where = str(Path(where).resolve())
-        check_store_folder(where, MARKER, create=create, read_only=False)
+        check_store_folder(where, QDRANT_MARKER, create=create, read_only=False)
     return client_opener(where, api_key=api_key, collection=collection, avgdl=avgdl)
 
 
