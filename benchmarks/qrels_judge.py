@@ -82,10 +82,28 @@ def next_query(question: str, excerpts: Sequence[str], tried: Sequence[str], suf
     seen = {normalise_query(q) for q in (question, *tried)}
     for excerpt in excerpts:
         words = [w for w in excerpt[:EXCERPT_CHARS].split() if not content_terms(w) <= known]
-        candidate = " ".join([question, *words[:NEW_WORDS]])
+        candidate = _within_cap(question, words[:NEW_WORDS])
         if words and normalise_query(candidate) not in seen:
             return candidate
-    return f"{question} {suffix}"
+    return _within_cap(question, [suffix])
+
+
+def _within_cap(question: str, new: Sequence[str]) -> str:
+    """The question plus ``new`` words, as a judge held to the schema's query cap writes it.
+
+    A server enforcing the schema stops a query at ``prompts.QUERY_CHARS``: a long question
+    goes after the new words (which a search needs most) and loses its last words, never half
+    of one.
+    """
+    candidate = " ".join([question, *new])
+    if len(candidate) <= prompts.QUERY_CHARS:
+        return candidate
+    kept: list[str] = []
+    for word in [*new, *question.split()]:
+        if len(" ".join([*kept, word])) > prompts.QUERY_CHARS:
+            break
+        kept.append(word)
+    return " ".join(kept)
 
 
 def _tried(user: str) -> list[str]:
