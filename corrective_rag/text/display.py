@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["clip", "cut", "display_width", "json_safe", "pad", "printable"]
+__all__ = ["clip_said", "cut", "display_width", "json_safe", "pad", "printable"]
 
 # Bidirectional embeddings, overrides and isolates (Unicode TR9): invisible, yet they reorder
 # what follows them on screen ("Trojan Source", CVE-2021-42574).
@@ -111,10 +111,10 @@ def cut(text: str, width: int) -> str:
     return "".join(out) + "…"
 
 
-def clip(text: str, limit: int) -> str:
+def clip_said(text: str, limit: int) -> str:
     """``text`` whole up to ``limit`` characters; else its first ``limit`` and how long it was.
 
-    ``clip("abcdef", 3)`` is ``"abc… (cut at 3 of 6 characters)"``: an error message or a field
+    ``clip_said("abcdef", 3)`` is ``"abc… (cut at 3 of 6 characters)"``: an error message or a field
     of a results file shown on a terminal stays bounded, and the reader sees that it was cut.
     """
     if len(text) <= limit:
