@@ -173,11 +173,16 @@ class ChatModel(Protocol):
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
+        logprobs: int | None = None,
     ) -> ChatReply:
         """Return the assistant's reply to ``messages``.
 
         With ``json_schema`` the model is asked for JSON matching it (``response_format``
         ``json_schema``, falling back to ``json_object``, then to the instructions alone); the
-        reply text is returned as-is, for the caller to parse.
+        reply text is returned as-is, for the caller to parse. With ``logprobs`` (0..20) the
+        reply's tokens come with their log probabilities and that many alternatives each
+        (``ChatReply.logprobs``) where the model can say them; a model that cannot returns
+        ``logprobs=None`` and nothing else changes. A chat model written before this keyword
+        existed is still accepted: the evaluators call it without.
         """
         ...

@@ -106,6 +106,9 @@ def _event(data: bytes, parts: list[str], state: dict[str, Any]) -> None:
     text = delta.get("content") if isinstance(delta, dict) else None
     if isinstance(text, str):
         parts.append(text)
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+        state.setdefault("logprobs", []).extend(logprobs["content"])  # read by read_logprobs
     if isinstance(choice.get("finish_reason"), str):
         state["finish_reason"] = choice["finish_reason"]
 
@@ -118,6 +121,8 @@ def _body(parts: list[str], state: dict[str, Any]) -> bytes:
     }
     if state["model"] is not None:
         body["model"] = state["model"]
+    if state.get("logprobs"):
+        body["choices"][0]["logprobs"] = {"content": state["logprobs"]}
     if state["usage"] is not None:
         body["usage"] = state["usage"]
     return json.dumps(body).encode()
