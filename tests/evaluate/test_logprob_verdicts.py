@@ -149,7 +149,7 @@ def test_ids_map_to_their_own_value_and_escaped_keys_are_not_read():
             t["token"], t["logprob"], tuple((a["token"], a["logprob"]) for a in t["top_logprobs"])
         )
         for t in scripted_logprobs(text, "agree", {"logprobs": True, "top_logprobs": 5})
-    ]  # noqa: E501
+    ]
     found = value_probabilities(text, tokens)
     assert {"a": pytest.approx(0.2), "b": pytest.approx(0.8)} == found
     assert {} == value_probabilities(text + " ", tokens)  # tokens that do not spell the text
