@@ -25,7 +25,14 @@ from corrective_rag.evaluate.check_pairs import CheckPair
 from corrective_rag.protocols import Evaluator
 from corrective_rag.types import Usage, Verdict
 
-__all__ = ["Comparison", "JudgeFigures", "compare_judges", "split_pairs"]
+__all__ = [
+    "Comparison",
+    "JudgeFigures",
+    "compare_judges",
+    "grade_pairs",
+    "judge_figures",
+    "split_pairs",
+]
 
 _UNGRADED = -1.0  # ranks below every score in 0..1
 
@@ -133,9 +140,13 @@ def split_pairs(pairs: Sequence[CheckPair]) -> tuple[list[int], list[int]]:
     return fit, held
 
 
-def _grade(
+def grade_pairs(
     evaluator: Evaluator, pairs: Sequence[CheckPair]
 ) -> tuple[list[Verdict | None], Usage, float, list[str]]:
+    """Each pair's verdict (None where its call failed), the usage, wall seconds and errors.
+
+    One evaluate call per question, its pairs' documents together.
+    """
     by_question: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         by_question.setdefault(pair.question, []).append(i)
@@ -154,7 +165,7 @@ def _grade(
     return verdicts, usage, time.perf_counter() - started, errors
 
 
-def _figures(
+def judge_figures(
     name: str,
     *,
     thresholded: bool,
@@ -164,6 +175,7 @@ def _figures(
     held: Sequence[int],
     cost: tuple[Usage, float],
 ) -> JudgeFigures:
+    """One judge's figures: threshold fitted on ``fit``, figures on ``held`` (indexes)."""
     usage, seconds = cost
     graded = [v for v in verdicts if v is not None and v.graded]
     scores = [
@@ -200,7 +212,10 @@ def _figures(
 
 
 def compare_judges(
-    judges: Mapping[str, tuple[Evaluator, bool]], pairs: Sequence[CheckPair]
+    judges: Mapping[str, tuple[Evaluator, bool]],
+    pairs: Sequence[CheckPair],
+    *,
+    split: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> Comparison:
     """Grade ``pairs`` with every judge and compare them (module docstring).
 
@@ -209,6 +224,7 @@ def compare_judges(
             fitted here (their score is P(relevant) at threshold 0.5); the others as they
             decide.
         pairs: labelled pairs; questions are split in halves for fitting and reporting.
+        split: the indexes to fit on and to report on instead (e.g. one collection and another).
 
     Raises:
         ConfigError: no judges, or no pairs, or the held-out half lacks a relevant pair.
@@ -218,15 +234,15 @@ def compare_judges(
     if not pairs:
         raise ConfigError("no pairs to compare the judges on")
     labels = [p.relevant for p in pairs]
-    fit, held = split_pairs(pairs)
+    fit, held = split if split is not None else split_pairs(pairs)
     if not any(labels[i] for i in held):
         raise ConfigError("the held-out pairs hold no relevant pair: add pairs")
     figures, errors = [], []
     for name, (evaluator, thresholded) in judges.items():
-        verdicts, usage, seconds, failed = _grade(evaluator, pairs)
+        verdicts, usage, seconds, failed = grade_pairs(evaluator, pairs)
         errors += [f"{name}: {e}" for e in failed]
         figures.append(
-            _figures(
+            judge_figures(
                 name,
                 thresholded=thresholded,
                 verdicts=verdicts,
