@@ -237,6 +237,8 @@ class Verdict:
             rewriters compare these items as given; a string is taken as one comma- or
             semicolon-separated list (how older records and LLM replies write it). At most
             ``MAX_MISSING_ITEMS`` items of at most ``MAX_MISSING_CHARS`` characters each.
+        score_source: where relevant, score and confidence came from: ``"verbal"`` (what the
+            judge wrote or computed) or ``"logprob"`` (the model's token probabilities).
 
     Types are checked, not only ranges: ``relevant`` is a ``bool`` (``"false"`` or ``1`` is
     refused, never kept as truthy), ``label`` a :class:`Relevance`, ``score`` and
