@@ -16,7 +16,8 @@ seconds and tokens are the logprob judge's (run them together). Thresholds are f
 part and reported on the other: by default half the questions of every collection (split by a
 hash of the question); with ``--fit-on NAME`` on that collection and reported on the others.
 Each judge's row: held-out AUC, F1 at the fitted threshold (in-sample in brackets), F1 of its
-own decisions, and beside them calling everything relevant. One JSON object at the end (``--json FILE`` writes it)::
+own decisions, and beside them calling everything relevant. One JSON object at the end
+(``--json FILE`` writes it)::
 
     python benchmarks/judge_logprobs.py DATA/hotpotqa-dev500-distractor --questions 20
     python benchmarks/judge_logprobs.py DATA/hotpotqa-dev500-distractor \\
