@@ -225,7 +225,9 @@ class OpenAIChatClient:
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
         if not finite(temperature) or not 0.0 <= temperature <= 2.0:
             raise InputError(f"temperature must be in 0..2, got {temperature!r}")
-        if logprobs is not None and not (_positive_int(logprobs + 1) and logprobs <= 20):
+        if logprobs is not None and not (
+            isinstance(logprobs, int) and not isinstance(logprobs, bool) and 0 <= logprobs <= 20
+        ):
             raise InputError(f"logprobs must be an int in 0..20 or None, got {logprobs!r}")
         while True:
             mode = self.structured_mode if json_schema is not None else None

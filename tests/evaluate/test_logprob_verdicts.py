@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from corrective_rag.errors import ConfigError
+from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.logprobs import (
@@ -190,4 +190,8 @@ def test_logprobs_keyword_is_checked():
             LLMEvaluator(chat(srv), logprobs=21)
         with pytest.raises(ConfigError):
             LLMEvaluator(chat(srv), threshold=1.0)
+        client = chat(srv)
+        for wrong in (True, "5", 21, -1):
+            with pytest.raises(InputError, match="logprobs"):
+                client.complete([{"role": "user", "content": "hi"}], logprobs=wrong)
     assert ChatReply("x").logprobs is None
