@@ -195,3 +195,12 @@ def test_logprobs_keyword_is_checked():
             with pytest.raises(InputError, match="logprobs"):
                 client.complete([{"role": "user", "content": "hi"}], logprobs=wrong)
     assert ChatReply("x").logprobs is None
+
+
+def test_score_source_is_checked():
+    """A verdict's score_source is "verbal" or "logprob"; anything else is refused."""
+    from corrective_rag.types import Relevance, Verdict
+
+    with pytest.raises(InputError, match="score_source"):
+        Verdict("d", True, Relevance.HIGH, 0.9, 0.9, score_source="guess")
+    assert "verbal" == Verdict("d", True, Relevance.HIGH, 0.9, 0.9).score_source
