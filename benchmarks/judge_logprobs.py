@@ -137,6 +137,12 @@ def main() -> None:
     parser.add_argument("--judges", default=",".join(JUDGES))
     parser.add_argument("--fit-on", default=None, help="fit on this collection, report on others")
     parser.add_argument("--max-doc-tokens", type=int, default=300)
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="documents per JSON call (1: SmolLM2 repeats one id until cut, re-asked otherwise)",
+    )
     parser.add_argument("--json", default=None, metavar="FILE")
     args = parser.parse_args()
     gguf = args.gguf or smollm2_path()
@@ -163,7 +169,12 @@ def main() -> None:
             server.base_url, "local", timeouts=timeouts, retries=retries, max_concurrency=1
         )
         size = {"max_workers": 1, "max_doc_tokens": args.max_doc_tokens}
-        json_size = {**size, "cache": VerdictCache(0), "context_tokens": server.slot_context}
+        json_size = {
+            **size,
+            "cache": VerdictCache(0),
+            "context_tokens": server.slot_context,
+            "batch_size": args.batch_size,
+        }
         shared = SharedReplies(chat)
         build: dict[str, Any] = {
             "verbal": lambda: (LLMEvaluator(shared, logprobs=None, **json_size), False),
