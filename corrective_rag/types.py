@@ -175,6 +175,7 @@ def missing_items(value: object, document_id: str = "") -> tuple[str, ...]:
 MAX_REASONING_CHARS = 1000
 MAX_MISSING_ITEMS = 10  # the stop rule and the rewriters read the first (heaviest) few
 MAX_MISSING_CHARS = 100  # a term or short phrase, not a sentence
+SCORE_SOURCES = ("verbal", "logprob")  # Verdict.score_source: written fields, token probabilities
 MAX_RAW_CHARS = 4000  # what the model said, kept only to show why a verdict is ungraded
 
 
@@ -236,6 +237,8 @@ class Verdict:
             rewriters compare these items as given; a string is taken as one comma- or
             semicolon-separated list (how older records and LLM replies write it). At most
             ``MAX_MISSING_ITEMS`` items of at most ``MAX_MISSING_CHARS`` characters each.
+        score_source: where relevant, score and confidence came from: ``"verbal"`` (what the
+            judge wrote or computed) or ``"logprob"`` (the model's token probabilities).
 
     Types are checked, not only ranges: ``relevant`` is a ``bool`` (``"false"`` or ``1`` is
     refused, never kept as truthy), ``label`` a :class:`Relevance`, ``score`` and
@@ -257,8 +260,13 @@ class Verdict:
     missing: tuple[str, ...] = ()
     error: str | None = None
     raw: str | None = None
+    # Where score and confidence came from: "verbal" (the fields the model wrote, or the
+    # offline judge's own) or "logprob" (the model's token probabilities, evaluate/logprobs.py).
+    score_source: str = "verbal"
 
     def __post_init__(self) -> None:
+        if self.score_source not in SCORE_SOURCES:
+            raise InputError(f"verdict score_source must be one of {SCORE_SOURCES}")
         if not isinstance(self.document_id, str):
             raise InputError(f"verdict document_id must be a string, got {self.document_id!r}")
         where = f"verdict for {self.document_id!r}"
@@ -346,6 +354,24 @@ class ChatReply:
     usage: Usage = Usage()
     finish_reason: str | None = None
     response_id: str = ""  # the server's id for the completion (``chatcmpl-...``), when it sent one
+    # The reply's tokens with their log probabilities, when asked for and returned (``None``:
+    # not returned); read by evaluate/logprobs.py.
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token, its log probability, and the most likely tokens at its place.
+
+    Attributes:
+        token: the token's text.
+        logprob: its natural log probability (<= 0).
+        top: ``(token, logprob)`` of the most likely tokens at this place, as the server sent.
+    """
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["KEY_VARIABLES", "secrets"]
+__all__ = ["KEY_VARIABLES", "calibration_path", "secrets"]
 
 # Every variable whose value is a credential: hidden from everything the CLI prints, logs and
 # writes, whichever component it was given to.
@@ -21,3 +21,21 @@ def secrets() -> tuple[str, ...]:
     from corrective_rag.text.secrets import secrets_of
 
     return secrets_of([os.environ.get(name) for name in KEY_VARIABLES])
+
+
+def calibration_path(given: str | None = None) -> str:
+    """The calibration file: ``given``, else ``$CORRECTIVE_RAG_CALIBRATION``, else the default.
+
+    The default is ``judge-calibration.json`` under ``$XDG_CONFIG_HOME/corrective-rag`` (or
+    ``~/.config/corrective-rag``).
+    """
+    from pathlib import Path
+
+    from corrective_rag.evaluate.calibration import CALIBRATION_FILE
+
+    if given:
+        return given
+    if os.environ.get("CORRECTIVE_RAG_CALIBRATION"):
+        return os.environ["CORRECTIVE_RAG_CALIBRATION"]
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return str(Path(base) / "corrective-rag" / CALIBRATION_FILE)

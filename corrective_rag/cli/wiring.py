@@ -199,14 +199,19 @@ def _components(
             retries=retries,
         )  # fmt: skip
         # one chat model judges and rewrites: the grading call proposes the next query
-        return LLMEvaluator(chat, propose=True), LLMRewriter(chat)
+        threshold = fitted_threshold(opts.model or "default")
+        return LLMEvaluator(chat, propose=True, threshold=threshold), LLMRewriter(chat)
     # An embedded server serves `slots` requests at once: more in flight would only queue
     # there and time out while it is busy. One request per slot, across every thread.
     chat = OpenAIChatClient(
         base_url, opts.model or "local", timeouts=timeouts, retries=retries, max_concurrency=slots
     )
     evaluator = LLMEvaluator(
-        chat, max_workers=slots, propose=True, context_tokens=context_tokens or 2048
+        chat,
+        max_workers=slots,
+        propose=True,
+        context_tokens=context_tokens or 2048,
+        threshold=fitted_threshold(opts.model or "local"),
     )
     return evaluator, LLMRewriter(chat)
 
@@ -299,3 +304,11 @@ class RunnerFactory:
         orch = contextlib.ExitStack().enter_context(orchestrator(self.opts, store))
         runner: Callable[[str], RunResult] = run_one(orch)
         return runner
+
+
+def fitted_threshold(model: str) -> float:
+    """The P(true) threshold ``judge-check`` fitted for ``model`` (its calibration file), or 0.5."""
+    from corrective_rag.cli.environment import calibration_path
+    from corrective_rag.evaluate.calibration import read_threshold
+
+    return read_threshold(calibration_path(), model, "logprob") or 0.5

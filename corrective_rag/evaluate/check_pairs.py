@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from corrective_rag.types import Document
 
-__all__ = ["CHECK_PAIRS", "CheckPair"]
+__all__ = ["CHECK_PAIRS", "CheckPair", "read_pairs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,3 +323,58 @@ CHECK_PAIRS: tuple[CheckPair, ...] = (
         False,
     ),
 )
+
+
+_MOST_PAIRS = 100_000  # a labelled file larger than this is no judge check
+_MOST_LINE_CHARS = 1_000_000
+
+
+def read_pairs(path: str) -> tuple[CheckPair, ...]:
+    """Labelled pairs from a JSON Lines file: ``{"question", "text", "relevant"}`` per line.
+
+    ``relevant`` is ``true``/``false`` (``1``/``0`` too); an optional ``id`` names the document
+    (default ``pair-N``, N the line number). Blank lines are skipped.
+
+    Raises:
+        ConfigError: the file cannot be read, a line is not such an object, or it has no pairs.
+    """
+    import json
+
+    from corrective_rag.errors import ConfigError
+
+    pairs: list[CheckPair] = []
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                if len(line) > _MOST_LINE_CHARS or len(pairs) >= _MOST_PAIRS:
+                    raise ConfigError(f"{path}:{number}: line or file too long for a judge check")
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise ConfigError(f"{path}:{number}: not JSON ({exc})") from None
+                question = row.get("question") if isinstance(row, dict) else None
+                text = row.get("text") if isinstance(row, dict) else None
+                relevant = row.get("relevant") if isinstance(row, dict) else None
+                if relevant in (0, 1) and not isinstance(relevant, bool):
+                    relevant = bool(relevant)
+                ident = row.get("id", f"pair-{number}") if isinstance(row, dict) else None
+                if not (
+                    isinstance(question, str)
+                    and question.strip()
+                    and isinstance(text, str)
+                    and text.strip()
+                    and isinstance(relevant, bool)
+                    and isinstance(ident, str)
+                ):
+                    raise ConfigError(
+                        f"{path}:{number}: need question (text), text (text) and relevant "
+                        "(true/false)"
+                    )
+                pairs.append(CheckPair(question, Document(ident, text), relevant))
+    except OSError as exc:
+        raise ConfigError(f"cannot read pairs from {path}: {exc}") from exc
+    if not pairs:
+        raise ConfigError(f"{path}: no pairs")
+    return tuple(pairs)

@@ -35,6 +35,7 @@ from corrective_rag.errors import (
     VerdictParseError,
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
+from corrective_rag.evaluate.logprobs import takes_logprobs, value_probabilities, with_probability
 from corrective_rag.evaluate.normalise import normalise_verdict
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
@@ -108,6 +109,13 @@ class LLMEvaluator:
         cache: verdict cache; None makes a private one (pass ``VerdictCache(0)`` to disable).
         token_counter: counts and truncates document tokens (default cl100k_base).
         model_name: model part of the cache key (default ``chat.model`` or the class name).
+        logprobs: alternatives asked per token (``top_logprobs``, 1..20) so that each verdict's
+            decision, score and confidence come from the probability the model put on its
+            ``relevant`` value being ``true`` (:mod:`~corrective_rag.evaluate.logprobs`,
+            ``Verdict.score_source="logprob"``), in the same call; where the reply carries none
+            the verbal fields stay (``"verbal"``). ``None``: never asked.
+        threshold: P(true) from which a probability verdict is relevant (``judge-check``
+            fits it; 0.5 by default); mapped onto the score scale's ``RELEVANT_FROM``.
     """
 
     def __init__(
@@ -123,6 +131,8 @@ class LLMEvaluator:
         cache: VerdictCache | None = None,
         token_counter: TiktokenCounter | None = None,
         model_name: str | None = None,
+        logprobs: int | None = 5,
+        threshold: float = 0.5,
     ) -> None:
         if not callable(getattr(chat, "complete", None)):
             raise ConfigError("chat must have a complete(messages, ...) method")
@@ -143,6 +153,19 @@ class LLMEvaluator:
         self.cache: VerdictCache = cache if cache is not None else VerdictCache()
         self.counter: TiktokenCounter = token_counter or TiktokenCounter()
         self.model_name: str = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
+        if logprobs is not None:
+            check_int(logprobs, "logprobs", minimum=1)
+            if logprobs > 20:
+                raise ConfigError(f"logprobs must be at most 20, got {logprobs}")
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise ConfigError(f"threshold must be a number in (0, 1), got {threshold!r}")
+        if not 0.0 < threshold < 1.0:
+            raise ConfigError(f"threshold must be in (0, 1), got {threshold!r}")
+        # A chat model written before `logprobs` joined ChatModel.complete is called without.
+        self.logprobs = logprobs if logprobs is not None and takes_logprobs(chat) else None
+        self.threshold = float(threshold)
+        # a probability verdict is another verdict: cached apart (beside the call shape)
+        self._scored = "" if self.logprobs is None else f"+logprob@{self.threshold:.4f}"
         self._system_tokens: dict[bool, int] = {}
         self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
         if self.documents_per_call < 1:
@@ -240,7 +263,7 @@ class LLMEvaluator:
         propose = self._proposes()
         shape = prompts.verdict_shape(propose=propose)
         for doc in docs:
-            key = cache_key(question, doc.text, self.model_name, shape)
+            key = cache_key(question, doc.text, self.model_name, shape + self._scored)
             cached = self.cache.get(key, doc.id)
             if cached is not None:
                 verdicts[doc.id] = cached
@@ -311,6 +334,7 @@ class LLMEvaluator:
             ),
             json_schema=prompts.verdict_schema(propose=propose),
             max_tokens=_reply_tokens(len(items), propose=propose),
+            **({} if self.logprobs is None else {"logprobs": self.logprobs}),
         )
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
         return reply
@@ -333,6 +357,18 @@ class LLMEvaluator:
             " ".join(lacking.split())[: prompts.REASONING_CHARS] if isinstance(lacking, str) else ""
         )
         return Proposal(" ".join(query.split()), "; ".join(dict.fromkeys(missing)) or said)
+
+    def _probable(self, found: dict[str, Verdict], reply: ChatReply) -> dict[str, Verdict]:
+        """``found`` decided by the reply's token probabilities where it carries them."""
+        if self.logprobs is None or not reply.logprobs:
+            return found
+        probabilities = value_probabilities(reply.text, reply.logprobs)
+        return {
+            doc_id: with_probability(v, probabilities[doc_id], self.threshold)
+            if doc_id in probabilities
+            else v
+            for doc_id, v in found.items()
+        }
 
     def _parse(self, text: str, ids: Sequence[str]) -> tuple[dict[str, Verdict], set[str]]:
         """Verdicts for the sent ``ids`` found in ``text``, and the ids answered in conflict.
@@ -421,6 +457,7 @@ class LLMEvaluator:
         usage = reply.usage
         try:
             found, conflicts = self._parse(reply.text, ids)
+            found = self._probable(found, reply)
         except VerdictParseError as exc:
             log.warning("batch_unparseable", documents=len(ids), error=str(exc))
             found, conflicts = {}, set()
@@ -481,6 +518,7 @@ class LLMEvaluator:
         text, usage = reply.text, reply.usage
         try:
             found, _ = self._parse(text, ids)
+            found = self._probable(found, reply)
         except VerdictParseError as exc:
             if self.strict:
                 raise

@@ -48,8 +48,12 @@ class FrameworkChatModel:
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
+        logprobs: int | None = None,
     ) -> ChatReply:
         """Return the model's reply to ``messages`` (see the class docstring).
+
+        ``logprobs`` is accepted and not asked for: the frameworks' replies carry no token
+        probabilities in one shape, so the reply's ``logprobs`` is None (verbal verdicts).
 
         Raises:
             LLMError: the model raised (its message, keys masked; the cause is chained).

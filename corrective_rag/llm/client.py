@@ -64,6 +64,7 @@ from corrective_rag.llm.failures import (
     is_read_timeout,
     permanent_hint,
     rejects_format,
+    rejects_logprobs,
     rejects_stream,
 )
 from corrective_rag.llm.parallel import parallel_map
@@ -195,6 +196,7 @@ class OpenAIChatClient:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._lock = threading.Lock()
         self._mode_index = 0
+        self._logprobs_taken = True  # False once a server refused the logprobs field
 
     def __repr__(self) -> str:
         key = "***" if self._api_key else None
@@ -232,8 +234,13 @@ class OpenAIChatClient:
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
+        logprobs: int | None = None,
     ) -> ChatReply:
         """Return the assistant's reply to ``messages`` (see the module docstring).
+
+        ``logprobs``: ask for each token's log probability and this many alternatives
+        (``logprobs: true, top_logprobs: N``, 0..20) in ``ChatReply.logprobs``; a server that
+        refuses the field is asked again without it, and from then on never with it.
 
         Raises:
             InputError: malformed messages or arguments.
@@ -247,12 +254,22 @@ class OpenAIChatClient:
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
         if not finite(temperature) or not 0.0 <= temperature <= 2.0:
             raise InputError(f"temperature must be in 0..2, got {temperature!r}")
+        if logprobs is not None and not (
+            isinstance(logprobs, int) and not isinstance(logprobs, bool) and 0 <= logprobs <= 20
+        ):
+            raise InputError(f"logprobs must be an int in 0..20 or None, got {logprobs!r}")
         while True:
             mode = self.structured_mode if json_schema is not None else None
             payload = self._payload(msgs, json_schema, mode, max_tokens, float(temperature))
+            if logprobs is not None and self._logprobs_taken:
+                payload.update(logprobs=True, top_logprobs=logprobs)
             try:
                 return self._with_retries(payload, msgs)
             except LLMResponseError as exc:
+                if "logprobs" in payload and rejects_logprobs(exc):
+                    self._logprobs_taken = False  # this server returns no token probabilities
+                    log.info("llm_logprobs_refused", url=self.url)
+                    continue
                 if payload.get("stream") and rejects_stream(exc):
                     with self._lock:
                         self._streaming = False  # this server takes one-body replies only

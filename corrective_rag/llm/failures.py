@@ -11,7 +11,13 @@ import urllib3.exceptions
 
 from corrective_rag.errors import LLMResponseError
 
-__all__ = ["is_read_timeout", "permanent_hint", "rejects_format", "rejects_stream"]
+__all__ = [
+    "is_read_timeout",
+    "permanent_hint",
+    "rejects_format",
+    "rejects_logprobs",
+    "rejects_stream",
+]
 
 # Statuses that no retry can fix, with what the user must change. OpenAI answers an unknown
 # model with 404 (code model_not_found); some servers use 400 with "model ... not found".
@@ -62,3 +68,9 @@ def is_read_timeout(exc: BaseException) -> bool:
         nested = current.args[0] if current.args else None
         current = nested if isinstance(nested, BaseException) else current.__context__
     return False
+
+
+def rejects_logprobs(exc: LLMResponseError) -> bool:
+    """A 4xx (not 429) whose body names ``logprobs``: the server returns no token probabilities."""
+    status = exc.status or 0
+    return 400 <= status < 500 and status != 429 and "logprobs" in exc.body.lower()

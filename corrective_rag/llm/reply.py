@@ -7,15 +7,16 @@ usage.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from corrective_rag.errors import LLMResponseError
 from corrective_rag.llm.pricing import Pricing
 from corrective_rag.protocols import TokenCounter
-from corrective_rag.types import ChatReply, Usage
+from corrective_rag.types import ChatReply, TokenLogprob, Usage
 
-__all__ = ["MOST_TOKENS_PER_CALL", "read_reply", "reported_tokens"]
+__all__ = ["MOST_TOKENS_PER_CALL", "read_logprobs", "read_reply", "reported_tokens"]
 
 _PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI documents for estimates
 # No call reads or writes more tokens than its model's context window holds, and the largest on
@@ -23,6 +24,11 @@ _PER_MESSAGE_TOKENS = 4  # role and separators per chat message, as OpenAI docum
 # count past it (10**20, a 400-digit integer that overflows the cost's float) is a server's
 # nonsense, read as "not reported" and counted instead.
 MOST_TOKENS_PER_CALL = 100_000_000
+# A reply's token probabilities are read only this far: a grading reply is a few hundred tokens;
+# OpenAI caps top_logprobs at 20; a token is a few characters (a long one is no model's token).
+_MOST_LOGPROB_TOKENS = 16_384
+_MOST_TOP = 20
+_MOST_TOKEN_CHARS = 256
 
 
 def read_reply(
@@ -74,6 +80,7 @@ def read_reply(
         ),
         finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
         response_id=_response_id(data, redact),
+        logprobs=read_logprobs(choice.get("logprobs") if isinstance(choice, dict) else None),
     )
 
 
@@ -101,3 +108,41 @@ def _response_id(data: Any, redact: Callable[[str], str]) -> str:
 
 def _int_or_none(usage: Any, key: str) -> int | None:
     return reported_tokens(usage.get(key)) if isinstance(usage, dict) else None
+
+
+def read_logprobs(value: object) -> tuple[TokenLogprob, ...] | None:
+    """A choice's ``logprobs`` (``{"content": [{token, logprob, top_logprobs}, ...]}``), bounded.
+
+    Untrusted: ``None`` when absent or malformed anywhere (a token that is not a string, a log
+    probability that is not a finite number, more than 16384 tokens); alternatives past 20 and
+    malformed ones are dropped; a log probability above 0 (rounding) counts as 0.
+    """
+    content = value.get("content") if isinstance(value, dict) else None
+    if not isinstance(content, list) or not content or len(content) > _MOST_LOGPROB_TOKENS:
+        return None
+    out = []
+    for item in content:
+        place = _token_logprob(item)
+        if place is None:
+            return None
+        top = item.get("top_logprobs")
+        alternatives = []
+        for alt in top[:_MOST_TOP] if isinstance(top, list) else ():
+            read = _token_logprob(alt)
+            if read is not None:
+                alternatives.append(read)
+        out.append(TokenLogprob(place[0], place[1], tuple(alternatives)))
+    return tuple(out)
+
+
+def _token_logprob(item: object) -> tuple[str, float] | None:
+    if not isinstance(item, dict):
+        return None
+    token, logprob = item.get("token"), item.get("logprob")
+    if not isinstance(token, str) or len(token) > _MOST_TOKEN_CHARS:
+        return None
+    if isinstance(logprob, bool) or not isinstance(logprob, int | float):
+        return None
+    if not math.isfinite(logprob):
+        return None
+    return token, min(float(logprob), 0.0)

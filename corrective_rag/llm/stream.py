@@ -114,6 +114,9 @@ def _event(data: bytes, parts: list[str], state: dict[str, Any]) -> None:
     text = delta.get("content") if isinstance(delta, dict) else None
     if isinstance(text, str):
         parts.append(text)
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+        state.setdefault("logprobs", []).extend(logprobs["content"])  # read by read_logprobs
     if isinstance(choice.get("finish_reason"), str):
         state["finish_reason"] = choice["finish_reason"]
 
@@ -128,6 +131,8 @@ def _body(parts: list[str], state: dict[str, Any]) -> bytes:
         body["model"] = state["model"]
     if state["id"] is not None:
         body["id"] = state["id"]
+    if state.get("logprobs"):
+        body["choices"][0]["logprobs"] = {"content": state["logprobs"]}
     if state["usage"] is not None:
         body["usage"] = state["usage"]
     return json.dumps(body).encode()

@@ -128,6 +128,23 @@ class ChatModelContract:
             ) from None
         assert ANSWER == parsed, f"JSON reply {got.text!r}"
 
+    def test_logprobs_are_accepted_and_well_formed(self) -> None:
+        """``logprobs=5`` gives the reply, with logprobs None or tokens spelling its text.
+
+        A model without the keyword passes: the evaluators call it without (verbal verdicts).
+        """
+        from corrective_rag.evaluate.logprobs import takes_logprobs
+
+        with self._server(logprobs="agree") as server:
+            model = self.make_model(server.base_url, KEY)
+            if not takes_logprobs(model):
+                return
+            taking: Any = model  # its complete takes logprobs (just checked)
+            reply = taking.complete(HELLO, logprobs=5)
+        assert REPLY == reply.text
+        if reply.logprobs is not None:
+            assert REPLY == "".join(t.token for t in reply.logprobs), "tokens do not spell it"
+
     # -- usage -----------------------------------------------------------------------------
 
     def test_reported_usage_is_the_calls_usage(self) -> None:

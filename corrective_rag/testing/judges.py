@@ -21,6 +21,7 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.evaluate.pointwise import POINTWISE_SYSTEM
 from corrective_rag.llm import prompts
 from corrective_rag.testing.replies import default_reply
 
@@ -37,9 +38,12 @@ def _judge(decide: Callable[[str], bool]) -> Reply:
     def reply(request: Mapping[str, Any]) -> str:
         messages = request.get("messages") or []
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+        user = next((m["content"] for m in messages if m.get("role") == "user"), "")
+        if system == POINTWISE_SYSTEM:  # the yes/no judge: one document, one word
+            blocks = prompts.parse_document_blocks(user)
+            return "yes" if blocks and decide(blocks[0][0]) else "no"
         if not system.startswith(prompts.GRADER_SYSTEM[:40]):
             return default_reply(request)
-        user = next((m["content"] for m in messages if m.get("role") == "user"), "")
         verdicts = []
         for doc_id, _ in prompts.parse_document_blocks(user):
             relevant = decide(doc_id)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import sys
 import threading
 from collections import deque
@@ -164,8 +166,9 @@ class _Handler(BaseHTTPRequestHandler):
                 text = fit_reply(text, request)
         finish = fault.finish_reason if fault and kind == "content" else "stop"
         usage = self._usage(owner, request, text)
+        tokens = scripted_logprobs(text, owner.logprobs, request)
         if request.get("stream") is True and owner.streaming:
-            self._stream(owner, request, text, finish, usage)
+            self._stream(owner, request, text, finish, usage, tokens=tokens)
             return
         completion: dict[str, Any] = {
             "id": f"chatcmpl-{owner.request_count}",
@@ -179,6 +182,8 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             ],
         }
+        if tokens is not None:
+            completion["choices"][0]["logprobs"] = {"content": tokens}
         if usage is not None:
             completion["usage"] = usage
         self._send(200, json.dumps(completion).encode())
@@ -222,13 +227,23 @@ class _Handler(BaseHTTPRequestHandler):
         text: str,
         finish: str,
         usage: dict[str, int] | None,
+        *,
+        tokens: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Send ``text`` as OpenAI streams it: role, content deltas, finish, usage, [DONE]."""
+        """Send ``text`` as OpenAI streams it: role, content deltas, finish, usage, [DONE].
+
+        With ``tokens`` (logprobs asked for) one delta per token, carrying its logprobs.
+        """
         head = {"id": f"chatcmpl-{owner.request_count}", "object": "chat.completion.chunk"}
         head["model"] = owner.model
         self._start_stream()
         self._event({**head, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
-        for start in range(0, len(text), _STREAM_PIECE):
+        if tokens is not None:
+            for token in tokens:
+                choice = {"index": 0, "delta": {"content": token["token"]}}
+                choice["logprobs"] = {"content": [token]}
+                self._event({**head, "choices": [choice]})
+        for start in range(0, len(text) if tokens is None else 0, _STREAM_PIECE):
             delta = {"content": text[start : start + _STREAM_PIECE]}
             self._event({**head, "choices": [{"index": 0, "delta": delta}]})
         self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
@@ -288,6 +303,11 @@ class ScriptedLLMServer:
             dropped, strings cut to ``maxLength``), as a server enforcing ``json_schema`` does;
             ``False``: send replies as scripted, a server that breaks the schema (robustness
             tests). Scripted ``Fault.content`` bodies are always sent as written.
+        logprobs: answer a request asking ``logprobs: true`` with token log probabilities
+            (:func:`scripted_logprobs`): ``"agree"`` puts 0.8 on each ``true``/``false``/
+            ``yes``/``no`` the reply wrote and 0.2 on its opposite, ``"disagree"`` the reverse
+            (the verbal answer is then the less likely one); ``None``: never, as a server
+            that returns none.
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
             deterministic when requests from many threads arrive in any order. Faults queued
@@ -316,7 +336,11 @@ class ScriptedLLMServer:
         streaming: bool = True,
         reject_stream: bool = False,
         obey_schema: bool = True,
+        logprobs: str | None = None,
     ) -> None:
+        if logprobs not in (None, "agree", "disagree"):
+            raise ValueError(f"logprobs must be None, 'agree' or 'disagree', got {logprobs!r}")
+        self.logprobs = logprobs
         self.reply: Reply = reply or default_reply
         self.latency = latency
         self.model = model
@@ -432,3 +456,45 @@ class ScriptedLLMServer:
     def _end(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+
+_TOKEN = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^A-Za-z0-9_\s]|\s+")
+_OPPOSITE = {"true": "false", "false": "true", "yes": "no", "no": "yes"}
+_LIKELY = math.log(0.8)
+_UNLIKELY = math.log(0.2)
+
+
+def scripted_logprobs(
+    text: str, mode: str | None, request: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+    """The ``logprobs.content`` list for ``text`` under ``mode``, or None when not asked for.
+
+    Tokens are words, single punctuation marks and runs of space (each with the space before
+    it); a word that is ``true``/``false``/``yes``/``no`` gets its opposite as the alternative,
+    0.8 against 0.2 (``"agree"``) or 0.2 against 0.8 (``"disagree"``); other tokens are
+    certain. ``top_logprobs`` alternatives at most, as a server sends them.
+    """
+    if mode is None or request.get("logprobs") is not True:
+        return None
+    top_n = request.get("top_logprobs")
+    top_n = top_n if isinstance(top_n, int) and not isinstance(top_n, bool) else 0
+    out: list[dict[str, Any]] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group(0)
+        word = token.strip()
+        opposite = _OPPOSITE.get(word.lower())
+        if opposite is None:
+            mine, top = 0.0, [(token, 0.0)]
+        else:
+            mine = _LIKELY if mode == "agree" else _UNLIKELY
+            other = _UNLIKELY if mode == "agree" else _LIKELY
+            top = sorted(
+                [(token, mine), (token.replace(word, opposite), other)], key=lambda t: -t[1]
+            )
+        entry = {
+            "token": token,
+            "logprob": mine,
+            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top[:top_n]],
+        }
+        out.append(entry)
+    return out
