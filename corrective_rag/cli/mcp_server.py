@@ -483,26 +483,28 @@ def build_server(service: SearchService) -> Any:
         """
         return await guarded(service.search, question, top_k, ctx)
 
-    # The annotations name objects local to this function (the SDK is imported lazily), so
-    # they are given as objects: the SDK reads the schema from them.
-    search.__annotations__ = {
-        "question": Question,
-        "ctx": Context,
-        "top_k": TopK,
-        "return": SearchOut,
-    }
-    server.tool(
-        name="search",
-        title="Corrected search",
-        description=inspect.cleandoc(search.__doc__ or ""),
-        annotations=ToolAnnotations(
-            title="Corrected search",
-            read_only_hint=True,
-            destructive_hint=False,
-            idempotent_hint=False,  # every call is a new run, and spends LLM calls anew
-            open_world_hint=open_world,
-        ),
-    )(search)
+    def register(tool: Any, name: str, title: str, out: Any) -> None:
+        """Add ``tool`` with its schema, title and annotations.
+
+        Read-only; open world when the server spends remote LLM calls or searches the web.
+        """
+        # The annotations name objects local to this function (the SDK is imported lazily),
+        # so they are given as objects: the SDK reads the schema from them.
+        tool.__annotations__ = {"question": Question, "ctx": Context, "top_k": TopK, "return": out}
+        server.tool(
+            name=name,
+            title=title,
+            description=inspect.cleandoc(tool.__doc__ or ""),
+            annotations=ToolAnnotations(
+                title=title,
+                read_only_hint=True,
+                destructive_hint=False,
+                idempotent_hint=False,  # every call is a new run, and spends LLM calls anew
+                open_world_hint=open_world,
+            ),
+        )(tool)
+
+    register(search, "search", "Corrected search", SearchOut)
 
     if service.answers:
 
@@ -514,24 +516,7 @@ def build_server(service: SearchService) -> Any:
             """
             return await guarded(service.answer, question, top_k, ctx)
 
-        answer.__annotations__ = {
-            "question": Question,
-            "ctx": Context,
-            "top_k": TopK,
-            "return": AnswerOut,
-        }
-        server.tool(
-            name="answer",
-            title="Answer with citations",
-            description=inspect.cleandoc(answer.__doc__ or ""),
-            annotations=ToolAnnotations(
-                title="Answer with citations",
-                read_only_hint=True,
-                destructive_hint=False,
-                idempotent_hint=False,
-                open_world_hint=open_world,
-            ),
-        )(answer)
+        register(answer, "answer", "Answer with citations", AnswerOut)
 
     @server.resource(RUNS_URI, name="runs", mime_type="application/json")
     async def runs() -> str:

@@ -20,10 +20,11 @@ LlamaIndex's tokenizer does not download it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -107,6 +108,16 @@ _seed_tiktoken()
 # -- the loop as a LlamaIndex retriever ----------------------------------------------------
 
 
+@contextlib.contextmanager
+def _calling(options: _CallOptions) -> Iterator[None]:
+    """This call's options, seen by ``_retrieve`` through LlamaIndex's own call wrapping."""
+    token = _call_options.set(options)
+    try:
+        yield
+    finally:
+        _call_options.reset(token)
+
+
 class CorrectiveRetriever(BaseRetriever):
     """The corrective loop as a LlamaIndex retriever (e.g. for ``RetrieverQueryEngine``).
 
@@ -164,12 +175,8 @@ class CorrectiveRetriever(BaseRetriever):
         max_iterations: int | None = None,
     ) -> list[NodeWithScore]:
         """Run the loop for the query; the keywords override the constructor's for this call."""
-        options = _CallOptions(similarity_top_k, where, top_k, max_iterations)
-        token = _call_options.set(options)
-        try:
+        with _calling(_CallOptions(similarity_top_k, where, top_k, max_iterations)):
             return super().retrieve(str_or_query_bundle)
-        finally:
-            _call_options.reset(token)
 
     async def aretrieve(
         self,
@@ -181,12 +188,8 @@ class CorrectiveRetriever(BaseRetriever):
         max_iterations: int | None = None,
     ) -> list[NodeWithScore]:
         """``await`` :meth:`retrieve` (the loop runs in a worker thread)."""
-        options = _CallOptions(similarity_top_k, where, top_k, max_iterations)
-        token = _call_options.set(options)
-        try:
+        with _calling(_CallOptions(similarity_top_k, where, top_k, max_iterations)):
             return await super().aretrieve(str_or_query_bundle)
-        finally:
-            _call_options.reset(token)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         call = _call_options.get()
