@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 import sys
 import threading
 from collections import deque
@@ -32,6 +30,7 @@ from typing import Any
 from corrective_rag.testing.faults import Fault, FaultChooser
 from corrective_rag.testing.replies import default_reply
 from corrective_rag.testing.schema_fit import fit_reply
+from corrective_rag.testing.token_logprobs import scripted_logprobs
 
 # ScriptedLLMServer: its home is corrective_rag.testing
 __all__: list[str] = []
@@ -304,8 +303,9 @@ class ScriptedLLMServer:
             ``False``: send replies as scripted, a server that breaks the schema (robustness
             tests). Scripted ``Fault.content`` bodies are always sent as written.
         logprobs: answer a request asking ``logprobs: true`` with token log probabilities
-            (:func:`scripted_logprobs`): ``"agree"`` puts 0.8 on each ``true``/``false``/
-            ``yes``/``no`` the reply wrote and 0.2 on its opposite, ``"disagree"`` the reverse
+            (:func:`~corrective_rag.testing.token_logprobs.scripted_logprobs`): ``"agree"``
+            puts 0.8 on each ``true``/``false``/``yes``/``no`` the reply wrote and 0.2 on its
+            opposite, ``"disagree"`` the reverse
             (the verbal answer is then the less likely one); ``None``: never, as a server
             that returns none.
         faults: chooses a fault per request from its body and how many identical bodies came
@@ -456,45 +456,3 @@ class ScriptedLLMServer:
     def _end(self) -> None:
         with self._lock:
             self._in_flight -= 1
-
-
-_TOKEN = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^A-Za-z0-9_\s]|\s+")
-_OPPOSITE = {"true": "false", "false": "true", "yes": "no", "no": "yes"}
-_LIKELY = math.log(0.8)
-_UNLIKELY = math.log(0.2)
-
-
-def scripted_logprobs(
-    text: str, mode: str | None, request: Mapping[str, Any]
-) -> list[dict[str, Any]] | None:
-    """The ``logprobs.content`` list for ``text`` under ``mode``, or None when not asked for.
-
-    Tokens are words, single punctuation marks and runs of space (each with the space before
-    it); a word that is ``true``/``false``/``yes``/``no`` gets its opposite as the alternative,
-    0.8 against 0.2 (``"agree"``) or 0.2 against 0.8 (``"disagree"``); other tokens are
-    certain. ``top_logprobs`` alternatives at most, as a server sends them.
-    """
-    if mode is None or request.get("logprobs") is not True:
-        return None
-    top_n = request.get("top_logprobs")
-    top_n = top_n if isinstance(top_n, int) and not isinstance(top_n, bool) else 0
-    out: list[dict[str, Any]] = []
-    for match in _TOKEN.finditer(text):
-        token = match.group(0)
-        word = token.strip()
-        opposite = _OPPOSITE.get(word.lower())
-        if opposite is None:
-            mine, top = 0.0, [(token, 0.0)]
-        else:
-            mine = _LIKELY if mode == "agree" else _UNLIKELY
-            other = _UNLIKELY if mode == "agree" else _LIKELY
-            top = sorted(
-                [(token, mine), (token.replace(word, opposite), other)], key=lambda t: -t[1]
-            )
-        entry = {
-            "token": token,
-            "logprob": mine,
-            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top[:top_n]],
-        }
-        out.append(entry)
-    return out

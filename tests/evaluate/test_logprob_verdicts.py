@@ -22,7 +22,7 @@ from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.testing import Fault, ListRetriever, ScriptedLLMServer
-from corrective_rag.testing.server import scripted_logprobs
+from corrective_rag.testing.token_logprobs import scripted_logprobs
 from corrective_rag.types import ChatReply, Document, RunResult, TokenLogprob
 
 QUESTION = "How do volcanoes form magma chambers?"
