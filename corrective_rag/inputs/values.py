@@ -20,16 +20,9 @@ from typing import Literal, TypeGuard, overload
 
 from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError
 
-__all__ = [
-    "MAX_QUERY_BYTES",
-    "check_int",
-    "check_query",
-    "control_at",
-    "is_blank",
-    "is_int",
-    "is_number",
-    "surrogate_at",
-]
+# MAX_QUERY_BYTES, check_int, check_query, control_at, is_blank, is_int, is_number,
+# surrogate_at: their home is corrective_rag.inputs
+__all__: list[str] = []
 
 MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
 # C0 but tab, line feed, vertical tab, form feed, carriage return (whitespace a pasted question
