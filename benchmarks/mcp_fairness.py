@@ -93,8 +93,8 @@ async def _timed(client: Any, question: str) -> float:
 
 
 def _measure(url: str, llm: Any, backlog: int) -> dict[str, Any]:
-    import anyio
-    import anyio.to_thread
+    import asyncio
+
     from mcp import Client
 
     async def go() -> dict[str, Any]:
@@ -110,11 +110,10 @@ def _measure(url: str, llm: Any, backlog: int) -> dict[str, Any]:
             async def a_call(i: int) -> None:
                 a_times.append(await _timed(a, f"{QUESTION} ({i})"))
 
-            async with anyio.create_task_group() as group:
-                for i in range(backlog):
-                    group.start_soon(a_call, i)
-                await anyio.to_thread.run_sync(llm.wait_for_requests, before + 1, 600)
-                beside = await _timed(b, QUESTION)
+            backlog_calls = [asyncio.ensure_future(a_call(i)) for i in range(backlog)]
+            await asyncio.to_thread(llm.wait_for_requests, before + 1, 600)
+            beside = await _timed(b, QUESTION)
+            await asyncio.gather(*backlog_calls)
             return {
                 "alone_s": round(alone, 2),
                 "beside_backlog_s": round(beside, 2),
@@ -122,7 +121,7 @@ def _measure(url: str, llm: Any, backlog: int) -> dict[str, Any]:
                 "backlog_mean_s": round(sum(a_times) / len(a_times), 2),
             }
 
-    result: dict[str, Any] = anyio.run(go)
+    result: dict[str, Any] = asyncio.run(go())
     return result
 
 
