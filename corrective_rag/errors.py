@@ -18,6 +18,7 @@ can catch everything of ours with one ``except`` and still tell the kinds apart:
     ├── SearchError            a web-search API or page fetch failed (status and body kept)
     │   └── SearchSkippedError     not sent: the provider asked to wait and the wait is not over
     ├── VerdictParseError      a model's reply could not be read as a verdict (keeps the raw text)
+    ├── BusyError              a server has no room for another call now (try again later)
     └── Cancelled              the caller cancelled (Ctrl-C) while a call was in flight
 
 Hitting a cap (iterations, budget) is not an error: it is a ``StopReason`` on the result.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 # CorrectiveRAGError: its home is corrective_rag
 __all__ = [
+    "BusyError",
     "Cancelled",
     "ConfigError",
     "DuplicateIdError",
@@ -159,6 +161,13 @@ class VerdictParseError(CorrectiveRAGError):
     def __init__(self, message: str, *, raw: str = "") -> None:
         self.raw: str = shorten(raw, 2000)
         super().__init__(message)
+
+
+class BusyError(CorrectiveRAGError):
+    """A server refused a call at once because as many calls as it lets wait are waiting.
+
+    Not a failure of the call: nothing ran; the same call later may be served.
+    """
 
 
 class Cancelled(CorrectiveRAGError):

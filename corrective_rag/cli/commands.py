@@ -468,15 +468,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     quiet_progress()  # no bars: a client shows the server's stderr as its log
     from corrective_rag.cli.mcp_http import TOKEN_VARIABLE
 
+    # An empty variable is no token; any other value is checked (spaces, length) by serve.
     token = os.environ.get(TOKEN_VARIABLE) or None
-    hosts = tuple(h for given in args.allow_host or () for h in given.split(",") if h.strip())
     serve(
         opts,
         http=http,
         secrets=secrets(),
-        allowed_hosts=hosts,
+        allowed_hosts=tuple(args.allow_host or ()),
         token=token,
         share_runs=args.share_runs,
+        max_waiting=args.max_waiting,
         max_calls=args.max_calls,
     )
     return 0

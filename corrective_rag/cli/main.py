@@ -303,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="cmd_demo")
 
     p = _leaf(sub, "mcp", help="serve a store's corrected search to agents over MCP")
+    from corrective_rag.cli.mcp_calls import MAX_CALLS, MAX_WAITING
+
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -323,9 +325,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-calls",
         type=_positive,
-        default=4,
+        default=MAX_CALLS,
         metavar="N",
-        help="tool calls run at once; more wait for a free slot (default: 4)",
+        help="tool calls run at once; more wait, the next free slot going to the client "
+        f"running the fewest (default: {MAX_CALLS})",
+    )
+    p.add_argument(
+        "--max-waiting",
+        type=_non_negative,
+        default=MAX_WAITING,
+        metavar="N",
+        help="tool calls that may wait, all clients together, one client at most a quarter; "
+        f"past that a call is a 'server busy' error at once (default: {MAX_WAITING})",
     )
     _pipeline_flags(p)
     _fallback_flags(p)
