@@ -177,8 +177,8 @@ class _Calls:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.waiting = 0  # calls waiting for a slot
-        self.running = 0  # calls whose thread has not ended
+        self.waiting: int = 0  # calls waiting for a slot
+        self.running: int = 0  # calls whose thread has not ended
         self._slots: Any = None  # an anyio.Semaphore, made in the event loop on first use
 
     async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -241,7 +241,7 @@ class SearchService:
         self.secrets = secrets
         self.share_runs = share_runs
         self.max_calls = max_calls
-        self.calls = _Calls(max_calls)
+        self.calls: _Calls = _Calls(max_calls)
         self._lock = threading.Lock()
         self._stack: contextlib.ExitStack | None = None
         self._orch: Any = None

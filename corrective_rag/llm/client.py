@@ -173,7 +173,7 @@ class OpenAIChatClient:
         self._url = urlunsplit(parts._replace(path=f"{path}/chat/completions", fragment=""))
         self._secrets = (api_key, *url_secrets(base_url))
         # What is shown (messages, logs, spans, repr): credentials in the URL masked.
-        self.base_url = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
+        self.base_url: str = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
         self.url: str = mask_url(self._url)
         self.model = model
         if timeout is not None:

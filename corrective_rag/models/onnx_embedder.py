@@ -60,7 +60,7 @@ MOST_SESSIONS = 4  # sessions (each a copy of the weights in memory) for such ca
 
 Vector = npt.NDArray[np.float32]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 def default_embedder(model: str | None = None) -> SentenceTransformerEmbedder:
