@@ -2,21 +2,26 @@
 
 The package traces through ``opentelemetry-api`` only, which does nothing until the application
 installs an SDK (``opentelemetry-sdk``) with an exporter: a library that traces is silent until
-asked, as it is with logging. Four spans, each the child of the one enclosing it:
+asked, as it is with logging. Four spans, each the child of the one enclosing it, named so
+that a trace reads as the loop (``iteration 2`` > ``retrieval rewrite``, ``grade: chat m``):
 
 * ``corrective_rag.run``: one :meth:`~corrective_rag.CorrectiveRAGOrchestrator.run` (or
   ``arun``, whose worker thread carries the caller's context), with the stop reason, the kept
   ids and the run's usage;
-* ``corrective_rag.iteration``: one iteration, with its CRAG action and kept ids;
-* ``retrieval``: one :meth:`~corrective_rag.HybridStore.retrieve` (or one query of a
+* ``iteration {n}``: iteration ``n`` (from 1), with its CRAG action and kept ids;
+* ``retrieval {lane}``: one :meth:`~corrective_rag.HybridStore.retrieve` (or one query of a
   ``retrieve_many``, whose queries are searched together: their spans last the whole search),
-  named and attributed as OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name``
-  ``retrieval``), with the query's lane (``question``, ``rewrite``, ``feedback``) when the loop
-  searched;
-* ``chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT span with
-  the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
+  attributed as OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name``
+  ``retrieval``), named with the query's lane (``question``, ``rewrite``, ``feedback``) when the
+  loop searched, or the leg (``bm25``, ``dense``) of a one-leg search; plain ``retrieval``
+  otherwise;
+* ``{stage}: chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT
+  span with the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
   ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.id``,
-  ``gen_ai.usage.input_tokens``, ...).
+  ``gen_ai.usage.input_tokens``, ...), named with the loop's stage that made the call
+  (:data:`STAGES`: ``grade``, ``rewrite``, ``refine``, ``answer``, ``check``; set with
+  :func:`stage`), or
+  ``chat {model}`` for a call made outside a run.
 
 Each span also carries OpenInference's attributes (``openinference.span.kind`` ``CHAIN`` for
 the run and its iterations, ``RETRIEVER`` for a search with its documents' ids and scores,
@@ -55,9 +60,11 @@ __all__ = [
     "MAX_ATTRIBUTE_CHARS",
     "MAX_ATTRIBUTE_ITEMS",
     "MAX_NUMBERED_ITEMS",
+    "STAGES",
     "capture_content",
     "content_captured",
     "lane",
+    "stage",
     "traced_chat",
     "traced_iteration",
     "traced_retrieval",
@@ -102,6 +109,14 @@ class _Options:
 _OPT = _Options()
 _lane: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "corrective_rag_lane", default=None
+)
+# The loop's stages that call a model, as LLM spans are named: judging documents, writing the
+# next query (the rewriter's own call: in one-call mode the grading call proposes it), judging
+# the kept documents' strips (refinement), writing the answer, and checking that the documents
+# support it (the generator's support check).
+STAGES = ("grade", "rewrite", "refine", "answer", "check")
+_stage: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "corrective_rag_stage", default=None
 )
 
 
@@ -210,6 +225,23 @@ def lane(name: str) -> Iterator[None]:
         yield
     finally:
         _lane.reset(token)
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """LLM calls inside this block belong to the loop's stage ``name``, one of :data:`STAGES`.
+
+    Set by the loop around each stage; it names the calls' spans (``grade: chat m``) and sets
+    their ``corrective_rag.stage``. Worker threads that copy the context (the evaluator's
+    parallel grading) carry it.
+    """
+    if name not in STAGES:
+        raise ConfigError(f"stage must be one of {', '.join(STAGES)}, got {name!r}")
+    token = _stage.set(name)
+    try:
+        yield
+    finally:
+        _stage.reset(token)
 
 
 def _tracing() -> bool:
@@ -374,7 +406,7 @@ def traced_iteration(fn: F) -> F:
         }
         if _OPT.contents:
             start.update({NS + "query": query, "input.value": query, "input.mime_type": TEXT})
-        with _span("corrective_rag.iteration", start) as span:
+        with _span(f"iteration {index}", start) as span:
             outcome = fn(parts, st, index, query, *args, **kwargs)
             _record(span, _iteration_attributes, *outcome)
             return outcome
@@ -423,7 +455,8 @@ def traced_retrieval(fn: F) -> F:
     def retrieve(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         if not _tracing():
             return fn(self, query, *args, **kwargs)
-        with _span("retrieval", _retrieval_start(self, query, _lane.get(), kwargs)) as span:
+        start = _retrieval_start(self, query, _lane.get(), kwargs)
+        with _span(_retrieval_name(start), start) as span:
             hits = fn(self, query, *args, **kwargs)
             _record(span, _hit_attributes, hits)
             return hits
@@ -448,11 +481,13 @@ def traced_retrievals(
         return
     outer = _lane.get()
     with contextlib.ExitStack() as stack:
-        spans = [
-            stack.enter_context(
-                _span("retrieval", _retrieval_start(source, query, name, kwargs), current=False)
-            )
+        starts = [
+            _retrieval_start(source, query, name, kwargs)
             for query, name in zip(queries, [*lanes, *[outer] * len(queries)], strict=False)
+        ]
+        spans = [
+            stack.enter_context(_span(_retrieval_name(start), start, current=False))
+            for start in starts
         ]
 
         def record(found: list[Any]) -> list[Any]:
@@ -482,6 +517,12 @@ def _retrieval_start(
         "input.mime_type": TEXT if text is not None else None,
     }
     return {k: v for k, v in start.items() if v is not None}
+
+
+def _retrieval_name(start: Mapping[str, Any]) -> str:
+    """``retrieval``, then the query's lane or the search's one leg: ``retrieval rewrite``."""
+    part = start.get(NS + "lane") or start.get(NS + "leg")
+    return f"retrieval {part}" if part else "retrieval"
 
 
 def _hit_attributes(hits: Any) -> dict[str, Any]:
@@ -547,9 +588,14 @@ def traced_chat(fn: F) -> F:
                 default=str,  # a caller's odd value costs its exactness, never the call
             ),
         }
+        step = _stage.get()
+        if step is not None:
+            start[NS + "stage"] = step
         if _OPT.contents:
             start.update(_input_contents(messages))
         name = f"chat {model}" if model else "chat"
+        if step is not None:
+            name = f"{step}: {name}"
         attributes = {k: v for k, v in start.items() if v is not None}
         with _span(name, attributes, client=True) as span:
             reply = fn(self, messages, *args, **kwargs)

@@ -18,6 +18,7 @@ from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.logs import get_logger
 from corrective_rag.protocols import ChatModel
+from corrective_rag.tracing import stage
 from corrective_rag.types import Answer, Document, Usage
 
 # LLMGenerator: its home is corrective_rag
@@ -131,11 +132,12 @@ class LLMGenerator:
         self, question: str, answer: str, docs: list[Document]
     ) -> tuple[bool | None, Usage]:
         try:
-            reply = self.chat.complete(
-                prompts.support_messages(question, answer, docs),
-                json_schema=prompts.support_schema(),
-                max_tokens=_SUPPORT_TOKENS,
-            )
+            with stage("check"):  # named apart from the answer's own call in a trace
+                reply = self.chat.complete(
+                    prompts.support_messages(question, answer, docs),
+                    json_schema=prompts.support_schema(),
+                    max_tokens=_SUPPORT_TOKENS,
+                )
         except LLMError as exc:
             log.warning("support_check_failed", error=str(exc))
             return None, Usage(llm_calls=1, failed_calls=1)

@@ -36,7 +36,7 @@ from corrective_rag.loop.state import Parts, RunState, kept_order
 from corrective_rag.loop.stopping import within_cap
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.tracing import traced_run
+from corrective_rag.tracing import stage, traced_run
 from corrective_rag.types import (
     Answer,
     KeptDocument,
@@ -333,7 +333,8 @@ class CorrectiveRAGOrchestrator:
             return strips, Answer(text, abstained=True)
         sources = recompose(strips, documents) if strips else documents
         try:
-            answer = self.generator.generate(st.question, sources)
+            with stage("answer"):
+                answer = self.generator.generate(st.question, sources)
         except (LLMError, VerdictParseError) as exc:  # a strict generator's unreadable reply too
             usage = spent_before(exc) + Usage(failed_calls=1)
             text = f"No answer generated: generator failed ({exc})."
