@@ -506,7 +506,7 @@ def _retrieval_start(
     start = {
         "gen_ai.operation.name": "retrieval",
         KIND: "RETRIEVER",
-        "gen_ai.data_source.id": getattr(source, "collection_name", None),
+        "gen_ai.data_source.id": getattr(source, "data_source_id", None),
         # not gen_ai.request.top_k: that is the sampling parameter of a chat call
         "gen_ai.retrieval.top_k": kwargs.get("top_k"),
         NS + "lane": lane_name,

@@ -306,7 +306,7 @@ def test_an_outcome_of_another_shape_costs_attributes_not_the_call(spans):
     """A traced search whose hits are not Hit values returns them unchanged, span and all."""
 
     class Odd:
-        collection_name = "odd"
+        data_source_id = "odd"
 
         @tracing.traced_retrieval
         def retrieve(self, query: str, *, top_k: int = 10) -> list[str]:
@@ -331,6 +331,33 @@ def test_a_one_leg_search_is_a_retrieval_span_naming_its_leg(spans, embedder):
     assert ("retrieval bm25", "bm25") == (span.name, span.attributes["corrective_rag.leg"])
     assert [h.document.id for h in hits] == list(span.attributes["corrective_rag.hit_ids"])
     assert "corrective_rag.lane" not in span.attributes
+
+
+def test_the_data_source_id_names_the_store_not_a_random_collection(spans, embedder, tmp_path):
+    """gen_ai.data_source.id says what the store is, the same for the same store: an unnamed
+    in-memory store is chroma:memory (its engine collection has a fresh name each time), a named
+    one carries its name, a folder its path and collection, a server its URL without the
+    password; a search's span carries it."""
+    with HybridStore.in_memory(embedder=embedder) as one, HybridStore.in_memory() as two:
+        one.add(CORPUS)
+        one.retrieve("Io volcanoes", top_k=1)
+        assert one.collection_name != two.collection_name
+        assert "chroma:memory" == one.data_source_id == two.data_source_id
+    with HybridStore.in_memory(collection="moons", embedder=embedder) as named:
+        assert "chroma:memory#moons" == named.data_source_id
+    [span] = _op(_ours(spans), "retrieval")
+    assert "chroma:memory" == span.attributes["gen_ai.data_source.id"]
+    folder = tmp_path / "store"
+    for _ in range(2):  # the same folder, opened again: the same id
+        with HybridStore.open(folder, embedder=embedder) as store:
+            assert f"chroma:{folder.resolve()}#corrective_rag" == store.data_source_id
+    with HybridStore.connect("127.0.0.1", 8000, collection="docs") as server:
+        assert "chroma:http://127.0.0.1:8000#docs" == server.data_source_id
+    pytest.importorskip("qdrant_client")
+    with HybridStore.qdrant(":memory:", embedder=embedder) as memory:
+        assert "qdrant:memory" == memory.data_source_id
+    with HybridStore.qdrant("https://u:S3cret@qdrant.example:6333/", collection="docs") as remote:
+        assert "qdrant:https://***@qdrant.example:6333#docs" == remote.data_source_id
 
 
 def test_queries_searched_together_each_get_a_retrieval_span(spans, embedder):
@@ -404,7 +431,7 @@ def test_long_lists_and_error_messages_are_cut_too(spans):
     hits = [Hit(Document(f"d{i}", "text"), 1.0 / (i + 1), i + 1) for i in range(100)]
 
     class Many:
-        collection_name = "many"
+        data_source_id = "many"
 
         @tracing.traced_retrieval
         def retrieve(self, query: str, *, top_k: int = 10) -> list[Hit]:

@@ -67,6 +67,12 @@ class HybridStore(StoreLifetime):
         read_only: refuse writes; a persistent store's files are never written (a BM25 side
             that disagrees with the backend is rebuilt in memory only).
         prefer_fast_bm25: use ``rank_bm25_rs`` when installed (identical scores to rank_bm25).
+
+    Attributes:
+        data_source_id: what the store is, the same each time it is opened, for traces
+            (``gen_ai.data_source.id``): ``chroma:memory`` (``chroma:memory#NAME`` given a
+            collection name), ``chroma:/folder#collection``, ``chroma:http://host:port#
+            collection``, ``qdrant:...``; ``collection`` for a store built on a backend.
     """
 
     # -- reading -----------------------------------------------------------------------------
