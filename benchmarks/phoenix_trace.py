@@ -48,7 +48,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from corrective_rag import tracing
+from corrective_rag import observe
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.memory:
         provider.add_span_processor(SimpleSpanProcessor(memory))  # to count what was sent
     trace.set_tracer_provider(provider)
-    tracing.capture_content(args.content)
+    observe.capture_content(args.content)
 
     question = QUESTION
     if args.question_chars > len(question):

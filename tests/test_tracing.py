@@ -13,13 +13,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from corrective_rag import tracing
+from corrective_rag import observe
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.observe import spans as tracing
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing import ScriptedLLMServer
@@ -60,9 +61,9 @@ def _provider() -> Iterator[None]:
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
-    tracing.capture_content(False)
+    observe.capture_content(False)
     yield _EXPORTER
-    tracing.capture_content(False)
+    observe.capture_content(False)
 
 
 def _ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
@@ -207,7 +208,7 @@ def test_contents_are_absent_unless_opted_in(spans, embedder):
     text = json.dumps([dict(s.attributes) for s in _ours(spans)])
     assert "jupiter" not in text.lower()
     spans.clear()
-    tracing.capture_content(True)
+    observe.capture_content(True)
     result = _hybrid_run(embedder)
     [run] = _named(_ours(spans), "corrective_rag.run")
     assert QUESTION == run.attributes["corrective_rag.question"]
@@ -267,7 +268,7 @@ def test_an_llm_judged_run_leaves_gen_ai_chat_spans(spans):
 def test_llm_contents_and_errors_follow_the_opt_in(spans):
     """With contents on, a chat span holds the messages and reply; a failed call is an error
     span naming the exception's type, its message only with contents on."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     with ScriptedLLMServer() as server:
         chat = OpenAIChatClient(server.base_url, "m")
         chat.complete([{"role": "user", "content": "Say hi"}])
@@ -276,7 +277,7 @@ def test_llm_contents_and_errors_follow_the_opt_in(spans):
     sent = json.loads(span.attributes["gen_ai.input.messages"])
     assert [{"role": "user", "parts": [{"type": "text", "content": "Say hi"}]}] == sent
     assert "assistant" == json.loads(span.attributes["gen_ai.output.messages"])[0]["role"]
-    tracing.capture_content(False)
+    observe.capture_content(False)
     spans.clear()
     with ScriptedLLMServer() as server:
         server.enqueue(Fault.error(400, '{"error": {"message": "echo: Say hi"}}'))
@@ -293,7 +294,7 @@ def test_llm_contents_and_errors_follow_the_opt_in(spans):
 def test_capture_content_takes_a_bool():
     """capture_content("yes") is a ConfigError, not a silent opt-in."""
     with pytest.raises(ConfigError):
-        tracing.capture_content("yes")  # type: ignore[arg-type]
+        observe.capture_content("yes")  # type: ignore[arg-type]
 
 
 def test_a_stage_is_one_of_the_loops():
@@ -395,7 +396,7 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
     """With contents on, a run over a 1 MiB question, searched and graded by an LLM, leaves
     spans whose attributes total under 250 kB (9.4 MB before the caps), no text attribute past
     MAX_ATTRIBUTE_CHARS, the cut ones ending in their whole length, and the messages still JSON."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     question = ("Which moons of Jupiter are the largest? " * 26215)[: 1 << 20]
     with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
         store.add(CORPUS)
@@ -408,10 +409,10 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
     assert _attribute_bytes(found) < 250_000
     assert {0} == {s.dropped_attributes for s in found}
     texts = [v for s in found for v in s.attributes.values() if isinstance(v, str)]
-    assert max(len(t) for t in texts) <= tracing.MAX_ATTRIBUTE_CHARS
+    assert max(len(t) for t in texts) <= observe.MAX_ATTRIBUTE_CHARS
     [run] = _named(found, "corrective_rag.run")
     cut = run.attributes["corrective_rag.question"]
-    assert (tracing.MAX_ATTRIBUTE_CHARS, question[:100]) == (len(cut), cut[:100])
+    assert (observe.MAX_ATTRIBUTE_CHARS, question[:100]) == (len(cut), cut[:100])
     assert cut.endswith("…[cut: 1048576 chars]")
     [search, *_] = _op(found, "retrieval")
     assert search.attributes["gen_ai.retrieval.query.text"].endswith("…[cut: 1048576 chars]")
@@ -427,7 +428,7 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
 def test_long_lists_and_error_messages_are_cut_too(spans):
     """A search returning 100 hits records 64 ids and `hit_ids_original_length` 100; a failure
     whose message is 1 MiB records a status and exception event within the text bound."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     hits = [Hit(Document(f"d{i}", "text"), 1.0 / (i + 1), i + 1) for i in range(100)]
 
     class Many:
@@ -446,10 +447,10 @@ def test_long_lists_and_error_messages_are_cut_too(spans):
     assert 0 == done.dropped_attributes  # under the SDK's 128 attributes a span
     assert [f"d{i}" for i in range(64)] == list(done.attributes["corrective_rag.hit_ids"])
     assert 100 == done.attributes["corrective_rag.hit_ids_original_length"]
-    assert len(failed.status.description) <= tracing.MAX_ATTRIBUTE_CHARS
+    assert len(failed.status.description) <= observe.MAX_ATTRIBUTE_CHARS
     assert failed.status.description.endswith("…[cut: 1048576 chars]")
     [event] = failed.events
-    assert all(len(str(v)) <= tracing.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
+    assert all(len(str(v)) <= observe.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
     assert event.attributes["exception.message"] == failed.status.description
 
 
@@ -494,7 +495,7 @@ def test_a_search_span_carries_its_documents_ids_and_scores_as_both_conventions(
     with HybridStore.in_memory(embedder=embedder) as store:
         store.add(CORPUS)
         hits = store.retrieve("Io volcanoes", top_k=3)
-        tracing.capture_content(True)
+        observe.capture_content(True)
         store.retrieve("Io volcanoes", top_k=3)
     plain, full = _op(_ours(spans), "retrieval")
     attrs = plain.attributes
@@ -524,7 +525,7 @@ def test_chat_spans_are_openinference_llm_spans_with_tokens_and_the_response_id(
     """A chat span (streamed or not) is an LLM span with the model, prompt/completion/total
     tokens and the server's completion id as gen_ai.response.id; with contents on, the messages
     as input.value JSON and llm.input_messages, the reply as output.value."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     with ScriptedLLMServer() as server:
         reply = OpenAIChatClient(server.base_url, "m", stream=stream).complete(
             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]

@@ -16,9 +16,9 @@ from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictPars
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.spent import attach_spent, charge, metering
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import ChatModel
-from corrective_rag.tracing import stage
 from corrective_rag.types import Answer, Document, Usage
 
 # LLMGenerator: its home is corrective_rag

@@ -23,8 +23,8 @@ from typing import Literal
 
 from corrective_rag.calls.proposals import asking_proposals
 from corrective_rag.errors import ConfigError
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import ProposalReader
-from corrective_rag.tracing import stage
 
 __all__ = [
     "CALL_MODES",
@@ -55,7 +55,7 @@ def grading_context(call_mode: CallMode, rewriter: object) -> Iterator[None]:
     """The context the loop grades in: asking for a proposal in one-call mode.
 
     Unless the rewriter says it never reads one (:class:`~corrective_rag.protocols.
-    ProposalReader`). Its calls are the ``grade`` stage's (:func:`~corrective_rag.tracing.
+    ProposalReader`). Its calls are the ``grade`` stage's (:func:`~corrective_rag.observe.
     stage`).
     """
     unread = isinstance(rewriter, ProposalReader) and rewriter.reads_proposals is False

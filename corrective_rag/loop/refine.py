@@ -19,9 +19,9 @@ from corrective_rag.errors import LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide
 from corrective_rag.inputs import check_int
 from corrective_rag.llm.spent import spent_before
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import Evaluator
 from corrective_rag.text.lexical import sentence_spans
-from corrective_rag.tracing import stage
 from corrective_rag.types import Document, Strip, Usage, Verdict
 
 __all__ = ["Refinement", "recompose", "refine", "split_strips"]

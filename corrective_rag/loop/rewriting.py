@@ -20,8 +20,8 @@ from corrective_rag.llm.spent import spent_before
 from corrective_rag.loop.feedback import feedback_query
 from corrective_rag.loop.state import Parts, RunState, Step, proposal_of
 from corrective_rag.loop.stopping import Facts, Moment, Stop, decide_stop
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import Rewriter
-from corrective_rag.tracing import stage
 from corrective_rag.types import PhaseUsage, Rewrite, RewriteRequest, RewriteSource, Usage
 
 __all__ = ["next_query"]

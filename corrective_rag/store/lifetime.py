@@ -26,8 +26,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from corrective_rag.errors import ConfigError, StoreError
-from corrective_rag.logs import get_logger
 from corrective_rag.models.onnx_embedder import default_embedder
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.backend import DEFAULT_COLLECTION, Backend
 from corrective_rag.store.bm25 import BM25Index
