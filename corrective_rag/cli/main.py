@@ -19,7 +19,7 @@ import structlog
 
 from corrective_rag.cli.environment import secrets
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
-from corrective_rag.logs import ROOT
+from corrective_rag.observe.logs import ROOT
 
 __all__ = ["build_parser", "entry", "main"]
 
@@ -452,8 +452,8 @@ def configure_logging(verbose: bool) -> None:
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # The package's own loggers write through ``logging`` (corrective_rag.logs): give them one
-    # handler that prints the rendered line as it is, on the stderr of the moment.
+    # The package's own loggers write through ``logging`` (corrective_rag.observe.logs): give them
+    # one handler that prints the rendered line as it is, on the stderr of the moment.
     package = logging.getLogger(ROOT)
     package.setLevel(logging.DEBUG)  # structlog's wrapper class filters by level already
     package.propagate = False

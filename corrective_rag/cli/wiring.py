@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.types import RunResult
 
 __all__ = [

@@ -42,8 +42,8 @@ from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import complete_items, parse_json_object
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.spent import attach_spent, charge, metering
-from corrective_rag.logs import get_logger
 from corrective_rag.models.tokens import TiktokenCounter
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.text.screening import screen_form
 from corrective_rag.types import ChatReply, Document, Evaluation, Proposal, Usage, Verdict

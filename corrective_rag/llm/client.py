@@ -71,11 +71,11 @@ from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.pricing import Pricing
 from corrective_rag.llm.reply import read_reply
 from corrective_rag.llm.stream import EVENT_STREAM, collect_events, is_event_stream
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import traced_chat
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
 from corrective_rag.text.urls import mask_url, url_secrets
-from corrective_rag.tracing import traced_chat
 from corrective_rag.types import ChatReply
 
 __all__ = ["STRUCTURED_MODES"]  # OpenAIChatClient: its home is corrective_rag
@@ -173,7 +173,7 @@ class OpenAIChatClient:
         self._url = urlunsplit(parts._replace(path=f"{path}/chat/completions", fragment=""))
         self._secrets = (api_key, *url_secrets(base_url))
         # What is shown (messages, logs, spans, repr): credentials in the URL masked.
-        self.base_url = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
+        self.base_url: str = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
         self.url: str = mask_url(self._url)
         self.model = model
         if timeout is not None:

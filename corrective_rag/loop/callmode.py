@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from typing import Literal
 
 from corrective_rag.calls.proposals import asking_proposals
 from corrective_rag.errors import ConfigError
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import ProposalReader
 
 __all__ = [
@@ -48,16 +50,17 @@ def check_call_mode(call_mode: object) -> CallMode:
     raise ConfigError(f"call_mode must be one of {', '.join(CALL_MODES)}, got {call_mode!r}")
 
 
-def grading_context(
-    call_mode: CallMode, rewriter: object
-) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def grading_context(call_mode: CallMode, rewriter: object) -> Iterator[None]:
     """The context the loop grades in: asking for a proposal in one-call mode.
 
     Unless the rewriter says it never reads one (:class:`~corrective_rag.protocols.
-    ProposalReader`).
+    ProposalReader`). Its calls are the ``grade`` stage's (:func:`~corrective_rag.observe.
+    stage`).
     """
     unread = isinstance(rewriter, ProposalReader) and rewriter.reads_proposals is False
-    return asking_proposals(call_mode == "one-call" and not unread)
+    with asking_proposals(call_mode == "one-call" and not unread), stage("grade"):
+        yield
 
 
 def unused_rewriter_model(evaluator: object, rewriter: object, call_mode: CallMode) -> bool:

@@ -25,7 +25,6 @@ from corrective_rag.errors import ConfigError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import FilterPolicy, get_policy
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm.spent import spent_before
-from corrective_rag.logs import get_logger
 from corrective_rag.loop.aio import arun, arun_batch, arun_each
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.callmode import CallMode, check_call_mode, unused_rewriter_model
@@ -34,9 +33,10 @@ from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.state import Parts, RunState, kept_order
 from corrective_rag.loop.stopping import within_cap
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import stage, traced_run
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.tracing import traced_run
 from corrective_rag.types import (
     Answer,
     KeptDocument,
@@ -333,7 +333,8 @@ class CorrectiveRAGOrchestrator:
             return strips, Answer(text, abstained=True)
         sources = recompose(strips, documents) if strips else documents
         try:
-            answer = self.generator.generate(st.question, sources)
+            with stage("answer"):
+                answer = self.generator.generate(st.question, sources)
         except (LLMError, VerdictParseError) as exc:  # a strict generator's unreadable reply too
             usage = spent_before(exc) + Usage(failed_calls=1)
             text = f"No answer generated: generator failed ({exc})."

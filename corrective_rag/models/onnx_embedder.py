@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import (
     SentenceTransformerEmbedder,
     Spans,
@@ -48,6 +47,7 @@ from corrective_rag.models.onnx_export import (
 )
 from corrective_rag.models.source import DEFAULT_MODEL, model_source
 from corrective_rag.models.tokenizer import load_tokenizer
+from corrective_rag.observe.logs import get_logger
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -60,7 +60,7 @@ MOST_SESSIONS = 4  # sessions (each a copy of the weights in memory) for such ca
 
 Vector = npt.NDArray[np.float32]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 def default_embedder(model: str | None = None) -> SentenceTransformerEmbedder:

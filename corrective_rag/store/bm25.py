@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from corrective_rag.errors import ConfigError, StoreConsistencyError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.text import tokenize
 
 __all__ = ["BM25Index", "bm25_class"]

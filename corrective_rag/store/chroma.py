@@ -25,8 +25,8 @@ import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError, InputError, StoreError, shorten
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
 from corrective_rag.models.embeddings import text_key
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.backend import HASH_KEY, RESERVED_PREFIX, Record, Run, Where
 from corrective_rag.store.checks import check_collection
 from corrective_rag.store.chroma_where import to_chroma_where

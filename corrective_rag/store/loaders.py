@@ -34,8 +34,8 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
 from corrective_rag.models.tokenizer import ModelTokenizer
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.checks import MAX_TEXT_CHARS
 from corrective_rag.store.chunking import WINDOW_CHARS, Windower, bounded_windows, stream_windows
 from corrective_rag.types import Document

@@ -25,7 +25,7 @@ import uuid
 from typing import Any
 
 from corrective_rag.errors import StoreConsistencyError, StoreLockedError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.backend import Backend, Stamped, all_texts
 from corrective_rag.store.bm25 import BM25Index
 

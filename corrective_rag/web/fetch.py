@@ -38,7 +38,7 @@ from corrective_rag.calls.body import read_capped
 from corrective_rag.calls.settings import Timeouts, finite
 from corrective_rag.errors import Cancelled, ConfigError, CorrectiveRAGError, SearchError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, chunk_text
 from corrective_rag.text.secrets import redact
 from corrective_rag.types import Document

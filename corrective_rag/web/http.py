@@ -38,7 +38,7 @@ from corrective_rag.calls.body import read_capped
 from corrective_rag.calls.settings import MAX_QUIET, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.errors import ConfigError, SearchError, SearchSkippedError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 
 # WebSettings: its home is corrective_rag.web

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from corrective_rag import tracing
+from corrective_rag import observe
 from corrective_rag.cli.main import main
 from corrective_rag.testing import Fault, ScriptedLLMServer
 
@@ -50,9 +50,9 @@ def _spans() -> Iterator[None]:
         current = TracerProvider()
         trace.set_tracer_provider(current)
     current.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-    tracing.capture_content(True)
+    observe.capture_content(True)
     yield
-    tracing.capture_content(False)
+    observe.capture_content(False)
     _EXPORTER.shutdown()
 
 

@@ -42,7 +42,7 @@ from typing import IO, Any, Protocol
 from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.execution.attempt import (
     Finished,
     Runners,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.jsonl import iter_appended, torn_tail
 from corrective_rag.types import RunResult

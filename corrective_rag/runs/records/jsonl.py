@@ -18,7 +18,7 @@ from typing import Any
 
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import surrogate_at
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 
 __all__ = ["decode_line", "iter_appended", "iter_jsonl", "torn_tail"]
 

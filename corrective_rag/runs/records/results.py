@@ -25,7 +25,7 @@ from typing import Any
 
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_number
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.jsonl import iter_appended
 from corrective_rag.types import RunResult
