@@ -71,10 +71,10 @@ class FairCalls:
             raise ConfigError(f"max_waiting must be 0 or more, got {max_waiting}")
         self.limit = limit
         self.max_waiting = max_waiting
-        self.max_waiting_each = share_of(max_waiting)
-        self.running = 0  # calls holding a slot (their thread has not ended)
-        self.waiting = 0  # calls waiting for a slot
-        self.refused = 0  # calls answered "busy"
+        self.max_waiting_each: int = share_of(max_waiting)
+        self.running: int = 0  # calls holding a slot (their thread has not ended)
+        self.waiting: int = 0  # calls waiting for a slot
+        self.refused: int = 0  # calls answered "busy"
         self._running_by: dict[str, int] = {}
         self._queue: list[_Waiter] = []
         self._order = itertools.count()

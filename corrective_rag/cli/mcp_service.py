@@ -58,7 +58,7 @@ class SearchService:
         self.opts = opts
         self.secrets = secrets
         self.share_runs = share_runs
-        self.calls = FairCalls(max_calls, max_waiting=max_waiting)
+        self.calls: FairCalls = FairCalls(max_calls, max_waiting=max_waiting)
         self._lock = threading.Lock()
         self._stack: contextlib.ExitStack | None = None
         self._orch: Any = None
