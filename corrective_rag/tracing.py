@@ -48,7 +48,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from corrective_rag._version import __version__
-from corrective_rag.errors import ConfigError
+from corrective_rag.errors import CUT_SPAN, ConfigError, cut_text
 from corrective_rag.logs import get_logger
 
 __all__ = [
@@ -129,10 +129,7 @@ def _cut(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
     A text within the limit comes back whole; a longer one as its start and
     ``…[cut: 1048576 chars]``, ``limit`` characters in all.
     """
-    if len(text) <= limit:
-        return text
-    marker = f"…[cut: {len(text)} chars]"
-    return text[: max(0, limit - len(marker))] + marker
+    return cut_text(text, limit, CUT_SPAN)
 
 
 def _bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:

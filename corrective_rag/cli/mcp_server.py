@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict  # pydantic reads a TypedDict's schema from this one
 
-from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, LLMError
+from corrective_rag.errors import (
+    CUT_BARE,
+    ConfigError,
+    CorrectiveRAGError,
+    InputError,
+    LLMError,
+    cut_text,
+)
 from corrective_rag.inputs import check_query
 
 if TYPE_CHECKING:
@@ -120,7 +127,7 @@ _OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_owner",
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
-    return (text, False) if len(text) <= limit else (text[:limit], True)
+    return cut_text(text, limit, CUT_BARE), len(text) > limit
 
 
 def _document(kept: Any) -> DocumentOut:

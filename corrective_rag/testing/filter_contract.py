@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.errors import InputError
+from corrective_rag.errors import InputError, cut_text
 from corrective_rag.types import Document
 
 # FilterContract: its home is corrective_rag.testing
@@ -365,8 +365,7 @@ def large_filter_mismatches(
 
 
 def _short(where: Mapping[str, Any]) -> str:
-    text = repr(where)
-    return text if len(text) <= 120 else f"{text[:100]}... ({len(text)} characters)"
+    return cut_text(repr(where), 100)
 
 
 class FilterContract:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from corrective_rag.errors import InputError
+from corrective_rag.errors import InputError, cut_text
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.results import ResultRecord, latest_records
 from corrective_rag.runs.reports.html_assets import SCRIPT, STYLE
@@ -33,7 +33,6 @@ from corrective_rag.runs.reports.html_text import (
     MAX_BARS,
     MAX_ROWS,
     RUNS_BYTES,
-    clip,
     esc,
     num,
 )
@@ -201,8 +200,8 @@ def _table(
         link = f'<a href="#q-{n}">{ident}</a>' if n in shown else ident
         cells = {
             "n": _cell(n, str(n), True),
-            "id": _cell(clip(rec.id, CELL_CHARS), link, False),
-            "question": _cell(clip(rec.query, CELL_CHARS), esc(rec.query, CELL_CHARS), False),
+            "id": _cell(cut_text(rec.id, CELL_CHARS), link, False),
+            "question": _cell(cut_text(rec.query, CELL_CHARS), esc(rec.query, CELL_CHARS), False),
             "found": _cell(-1 if share is None else share, num(share, ".0%"), True),
             "seconds": _cell(rec.seconds, f"{rec.seconds:.2f}", True),
         }
