@@ -120,7 +120,7 @@ def test_long_fields_are_cut_with_their_length_shown() -> None:
 
 @given(st.text(max_size=300), st.integers(0, 200))
 def test_cut_never_exceeds_its_limit_and_is_idempotent(text: str, limit: int) -> None:
-    """cut_text(CUT_STORED) gives at most limit characters (short text unchanged) and a cut text stays."""
+    """The stored cut gives at most limit characters (short text unchanged); a cut text stays."""
     once = cut_text(text, limit, CUT_STORED)
     assert len(once) <= limit
     assert once == cut_text(once, limit, CUT_STORED)
