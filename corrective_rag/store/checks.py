@@ -36,7 +36,10 @@ __all__ = [
 # The embedding model reads ~256 tokens (~1 KB) of a text; a megabyte document is indexed by its
 # first lines only and stalls the write for tens of seconds. Longer texts belong in chunks.
 MAX_TEXT_CHARS = 1_000_000
-MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
+# The most hits one search returns, and so the most the loop takes from a source per iteration
+# (its top_k) or asks a retriever for (candidate_limit): one bound for every top_k of the
+# package, a sanity bound: larger requests are a bug in the caller, not a search.
+MAX_TOP_K = 10_000
 
 
 def check_candidates(candidates: int) -> None:
