@@ -106,8 +106,8 @@ _NOT_SOURCE = shutil.ignore_patterns(
 
 
 def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
-    """The source tarball holds every module of the package, py.typed, LICENSE, README and
-    CHANGELOG, and no test file (the tests need the whole checkout, so it ships none)."""
+    """The source tarball holds every module of the package, py.typed, the reference vectors,
+    LICENSE, README and CHANGELOG, and no test file (the tests need the whole checkout, so it ships none)."""
     tree = tmp_path / "tree"
     shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
     build = "from setuptools import build_meta; print(build_meta.build_sdist(%r))"
@@ -130,5 +130,6 @@ def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
     }
     assert package <= shipped
     assert {"LICENSE", "README.md", "CHANGELOG.md", "corrective_rag/py.typed"} <= shipped
+    assert "corrective_rag/models/reference_vectors.json" in shipped  # the export's check
     assert [] == sorted(p for p in shipped if p.startswith(("tests/", "benchmarks/", "scripts/")))
     assert [] == sorted(p for p in shipped if p.endswith((".pyc", "conftest.py")))
