@@ -62,6 +62,18 @@ def _zero_token_embeddings(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def _exported_again(folder: Path, torch_vectors: np.ndarray) -> str:
+    """Why a fresh embedder over ``folder`` rejected its cached export; it exported it again
+    and now embeds torch's vectors."""
+    embedder = OnnxEmbedder(cache_dir=folder, cache_size=0)
+    with capture_logs() as logs:
+        vectors = embedder.embed(TEXTS)
+    assert 1 == embedder.exports
+    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
+    (rejected,) = [e for e in logs if e["event"] == "onnx_export_rejected"]
+    return str(rejected["reason"])
+
+
 @pytest.mark.parametrize("keep_time", [False, True], ids=["new-mtime", "size-and-mtime-kept"])
 def test_an_altered_export_is_exported_again_never_used(
     float32_dir, tmp_path, torch_vectors, keep_time
@@ -78,13 +90,8 @@ def test_an_altered_export_is_exported_again_never_used(
     tampered = onnx_embedder._Runtime(model_source(OnnxEmbedder().name), path, None)
     a, b = tampered.encode(list(UNRELATED), 1)
     assert float(a @ b) > 0.9  # what the old code embedded with, silently
-    embedder = OnnxEmbedder(cache_dir=tmp_path, cache_size=0)
-    with capture_logs() as logs:
-        vectors = embedder.embed(TEXTS)
-    assert 1 == embedder.exports
-    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
-    (rejected,) = [e for e in logs if e["event"] == "onnx_export_rejected"]
-    assert ("reference texts" if keep_time else "sha256") in rejected["reason"]
+    reason = _exported_again(tmp_path, torch_vectors)
+    assert ("reference texts" if keep_time else "sha256") in reason
 
 
 def _sha256(path: Path) -> str:
@@ -111,13 +118,7 @@ def test_a_forged_export_with_a_record_rewritten_to_match_is_exported_again(
     }
     record_path(path).write_text(json.dumps(forged), encoding="utf-8")
     assert check_file(path, read_record(path)) is None  # the record describes the forged file
-    embedder = OnnxEmbedder(cache_dir=tmp_path, cache_size=0)
-    with capture_logs() as logs:
-        vectors = embedder.embed(TEXTS)
-    assert 1 == embedder.exports
-    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
-    (rejected,) = [e for e in logs if e["event"] == "onnx_export_rejected"]
-    assert "reference texts" in rejected["reason"]
+    assert "reference texts" in _exported_again(tmp_path, torch_vectors)
 
 
 @pytest.mark.parametrize(
@@ -153,13 +154,7 @@ def test_a_record_of_200000_brackets_is_exported_again(float32_dir, tmp_path, to
     """The whole way: a record of 200,000 ``[`` costs one export again, never a failed embed."""
     path = _copy_export(float32_dir, tmp_path)
     record_path(path).write_bytes(b"[" * 200_000)
-    embedder = OnnxEmbedder(cache_dir=tmp_path, cache_size=0)
-    with capture_logs() as logs:
-        vectors = embedder.embed(TEXTS)
-    assert 1 == embedder.exports
-    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
-    (rejected,) = [e for e in logs if e["event"] == "onnx_export_rejected"]
-    assert "larger than" in rejected["reason"]
+    assert "larger than" in _exported_again(tmp_path, torch_vectors)
     assert 4 == len(read_record(path).__slots__)  # a record of the new kind was written
 
 
