@@ -10,6 +10,7 @@
 """
 
 from corrective_rag.inputs.files import (
+    open_regular,
     read_bounded,
     read_bounded_json,
     read_bounded_lines,
@@ -34,6 +35,7 @@ __all__ = [
     "is_blank",
     "is_int",
     "is_number",
+    "open_regular",
     "read_bounded",
     "read_bounded_json",
     "read_bounded_lines",

@@ -83,12 +83,12 @@ def load_tokenizer(source: str) -> tuple[Any, int]:
     max_tokens: int | None = None
     try:
         if os.path.isdir(source):
-            definition = read_bounded_text(
-                os.path.join(source, "tokenizer.json"),
-                max_bytes=MAX_TOKENIZER_BYTES,
-                error=ConfigError,
-            )
-            tokenizer = Tokenizer.from_str(definition)
+            path = os.path.join(source, "tokenizer.json")
+            definition = read_bounded_text(path, max_bytes=MAX_TOKENIZER_BYTES, error=ConfigError)
+            try:
+                tokenizer = Tokenizer.from_str(definition)
+            except Exception as exc:  # tokenizers' own error: nesting, types, missing fields
+                raise ConfigError(f"{path}: not a tokenizer definition ({exc})") from None
             if os.path.lexists(os.path.join(source, "sentence_bert_config.json")):
                 max_tokens = model_config(source, "sentence_bert_config.json").get("max_seq_length")
         else:
