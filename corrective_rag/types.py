@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from corrective_rag.errors import CUT_STORED, InputError, cut_text
-from corrective_rag.inputs import surrogate_at
+from corrective_rag.inputs import inexact_int, surrogate_at
 
 # what the root re-exports from here is listed there, not here
 __all__ = [
@@ -54,7 +54,8 @@ class Document:
         id: unique, non-empty, at most 512 characters, no NUL and no control characters.
         text: non-empty, not only whitespace, no NUL characters; neither id nor text may hold
             a lone surrogate (text that is not valid Unicode).
-        metadata: flat mapping of str to str / int / float / bool (what chromadb can filter on).
+        metadata: flat mapping of str to str / int / float / bool (what chromadb can filter on);
+            an int within +-2**53 (``inputs.MAX_EXACT_INT``), which the stores compare exactly.
     """
 
     id: str
@@ -95,6 +96,11 @@ class Document:
                 raise InputError(
                     f"document {self.id!r}: metadata {key!r} must be str, int, float or bool, "
                     f"got {type(value).__name__}"
+                )
+            if inexact_int(value):  # the stores would compare it as another number
+                raise InputError(
+                    f"document {self.id!r}: metadata {key!r} is an integer past 2**53, which "
+                    "the stores cannot compare exactly; store it as a string"
                 )
         object.__setattr__(self, "metadata", _frozen_mapping(meta))
 

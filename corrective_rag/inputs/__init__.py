@@ -17,10 +17,12 @@ from corrective_rag.inputs.files import (
     read_bounded_text,
 )
 from corrective_rag.inputs.values import (
+    MAX_EXACT_INT,
     MAX_QUERY_BYTES,
     check_int,
     check_query,
     control_at,
+    inexact_int,
     is_blank,
     is_int,
     is_number,
@@ -28,10 +30,12 @@ from corrective_rag.inputs.values import (
 )
 
 __all__ = [
+    "MAX_EXACT_INT",
     "MAX_QUERY_BYTES",
     "check_int",
     "check_query",
     "control_at",
+    "inexact_int",
     "is_blank",
     "is_int",
     "is_number",

@@ -6,8 +6,14 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from corrective_rag.errors import ConfigError, DuplicateIdError, FilterTooLargeError, InputError
-from corrective_rag.inputs import check_int, check_query
+from corrective_rag.errors import (
+    ConfigError,
+    DuplicateIdError,
+    FilterTooLargeError,
+    InputError,
+    cut_text,
+)
+from corrective_rag.inputs import check_int, check_query, inexact_int
 from corrective_rag.store.backend import RESERVED_PREFIX
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document
@@ -225,4 +231,9 @@ def filter_scalar(value: Any, where: Mapping[str, Any]) -> Any:
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"invalid metadata filter {where!r}: {value!r} is not a finite number")
+    if inexact_int(value):
+        raise InputError(
+            f"invalid metadata filter {cut_text(repr(where), 200)}: {value} is an integer past "
+            "2**53, which the stores cannot compare exactly"
+        )
     return value
