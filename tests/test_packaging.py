@@ -107,7 +107,8 @@ _NOT_SOURCE = shutil.ignore_patterns(
 
 def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
     """The source tarball holds every module of the package, py.typed, the reference vectors,
-    LICENSE, README and CHANGELOG, and no test file (the tests need the whole checkout, so it ships none)."""
+    LICENSE, README and CHANGELOG, and no test file (the tests need the whole checkout, so it
+    ships none)."""
     tree = tmp_path / "tree"
     shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
     build = "from setuptools import build_meta; print(build_meta.build_sdist(%r))"
