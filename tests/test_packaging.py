@@ -156,8 +156,9 @@ def test_a_packager_finds_what_pyroma_looks_for(tmp_path):
 
 
 def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
-    """The source tarball holds every module of the package, py.typed, LICENSE, README and
-    CHANGELOG, and no test file (the tests need the whole checkout, so it ships none)."""
+    """The source tarball holds every module of the package, py.typed, the reference vectors,
+    LICENSE, README and CHANGELOG, and no test file (the tests need the whole checkout, so it
+    ships none)."""
     with tarfile.open(_backend(tmp_path, "build_sdist")) as tar:
         shipped = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
     package = {
@@ -167,5 +168,6 @@ def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
     }
     assert package <= shipped
     assert {"LICENSE", "README.md", "CHANGELOG.md", "corrective_rag/py.typed"} <= shipped
+    assert "corrective_rag/models/reference_vectors.json" in shipped  # the export's check
     assert [] == sorted(p for p in shipped if p.startswith(("tests/", "benchmarks/", "scripts/")))
     assert [] == sorted(p for p in shipped if p.endswith((".pyc", "conftest.py")))

@@ -369,12 +369,12 @@ def _ok_result(path: str, key: str) -> Any:
     rec = find_record(_records(path), key)
     if rec.result is None:
         from corrective_rag.cli.environment import secrets
-        from corrective_rag.text.display import clip_said
+        from corrective_rag.errors import cut_text
         from corrective_rag.text.secrets import redact
 
         # a results file's error may be any size (a 100 MB reply quoted whole): show its head,
         # masked before it is cut so that no key is shown in part
-        message = clip_said(redact(str(rec.error.get("message")), secrets()), ERROR_CHARS)
+        message = cut_text(redact(str(rec.error.get("message")), secrets()), ERROR_CHARS)
         raise InputError(f"query {rec.id!r} failed: {rec.error.get('type')}: {message}")
     return _redacted(rec.result)
 

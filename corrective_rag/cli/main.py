@@ -533,11 +533,12 @@ def entry() -> None:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    from corrective_rag.text.display import clip_said, printable
+    from corrective_rag.errors import cut_text
+    from corrective_rag.text.display import printable
     from corrective_rag.text.secrets import redact
 
     # masked before it is cut, so that no key is shown in part
-    text = clip_said(redact(str(exc), secrets()), MAX_ERROR_CHARS)
+    text = cut_text(redact(str(exc), secrets()), MAX_ERROR_CHARS)
     message = printable(" ".join(text.split())) or type(exc).__name__
     sys.stderr.write(f"{PROG}: error: {message}\n")
     return code

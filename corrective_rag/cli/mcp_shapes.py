@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic reads a TypedDict's schema from this one
 
+from corrective_rag.errors import CUT_BARE, cut_text
+
 if TYPE_CHECKING:
     from corrective_rag.types import KeptDocument, RunResult
 
@@ -133,7 +135,7 @@ class AnswerOut(SearchOut):
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
-    return (text, False) if len(text) <= limit else (text[:limit], True)
+    return cut_text(text, limit, CUT_BARE), len(text) > limit
 
 
 def _document(kept: KeptDocument) -> DocumentOut:

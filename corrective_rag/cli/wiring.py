@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,13 @@ REMOTE_CALL_SECONDS = 60.0  # = calls.settings.REMOTE_CALL_SECONDS (not imported
 LOCAL_CALL_SECONDS = 300.0  # = calls.settings.LOCAL_CALL_SECONDS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Options:
-    """What the command line decided about the pipeline."""
+    """What the command line decided about the pipeline.
+
+    Its ``repr`` leaves the keys out and masks every URL (a gateway's ``user:password@``, a
+    key in a query or a path), as :func:`~corrective_rag.text.urls.mask_url` shows them.
+    """
 
     store: str | None = None
     chroma_host: str | None = None
@@ -66,6 +70,13 @@ class Options:
     max_retries: int | None = None
     qdrant: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        from corrective_rag.text.urls import mask_url
+
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown = [f"{k}={mask_url(v) if isinstance(v, str) else v!r}" for k, v in values.items()]
+        return f"Options({', '.join(shown)})"
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:

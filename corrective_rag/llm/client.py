@@ -22,9 +22,11 @@
 - redirects are never followed: a 3xx is an ``LLMResponseError`` naming the status and where it
   pointed (the prompt and the key would travel to wherever a server names, and a loop would
   cost a request per hop);
-- credentials in ``base_url`` (``user:password@``, a ``?api_key=``) are sent, and masked
-  wherever the URL is shown (:func:`corrective_rag.text.urls.mask_url`): messages, log fields,
-  spans, ``repr``, ``base_url`` and ``url``;
+- credentials in ``base_url`` (``user:password@``, a ``?api_key=``, a key in the path) are
+  sent, and masked wherever the URL is shown (:func:`corrective_rag.text.urls.mask_url`):
+  messages, log fields, spans, ``repr``, ``base_url`` and ``url``; ``user:password@`` with an
+  ``api_key`` is refused (a ``ConfigError``): both would need the one ``Authorization``
+  header, and requests would send the Basic one in place of the key;
 - the API key never appears in an error message, a log line or a reply.
 """
 
@@ -111,7 +113,8 @@ class OpenAIChatClient:
         base_url: the API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8080``
             (``/v1`` is added when the URL has no path); requests go to ``/chat/completions``.
         model: the model name sent with each request.
-        api_key: sent as a bearer token; never logged nor shown in errors.
+        api_key: sent as a bearer token; never logged nor shown in errors. Not with a
+            ``user:password@`` in ``base_url`` (sent as Basic, in the same header).
         timeout: most seconds one call may take, tries included: the one setting behind every
             call (grading, proposal, rewrite, answer, refinement); sets the timeouts and the
             tries' shared bound (:func:`~corrective_rag.calls.settings.call_settings`) where
@@ -169,6 +172,15 @@ class OpenAIChatClient:
             raise ConfigError(f"max_response_bytes must be >= 1024, got {max_response_bytes!r}")
         # The path goes before a query string (a gateway's ?api-version= or ?key=).
         parts = urlsplit(base_url.rstrip("/"))
+        if api_key is not None and "@" in parts.netloc:
+            # requests turns user:password@ into an Authorization: Basic header that replaces
+            # the Bearer one: the key would never reach the server, silently.
+            raise ConfigError(
+                "base_url holds user:password@ and an api_key is given: both go in the one "
+                "Authorization header (Basic and Bearer), so the key would never be sent; give "
+                "one of them (on the command line: drop user:password@ from --llm-url, or "
+                "unset OPENAI_API_KEY)"
+            )
         path = parts.path.rstrip("/") or "/v1"
         self._url = urlunsplit(parts._replace(path=f"{path}/chat/completions", fragment=""))
         self._secrets = (api_key, *url_secrets(base_url))

@@ -16,6 +16,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from corrective_rag.errors import CUT_SPAN, cut_text
+
 __all__ = [
     "bounded_attributes",
     "cut_attribute",
@@ -47,10 +49,7 @@ def cut_attribute(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
     A text within the limit comes back whole; a longer one as its start and
     ``…[cut: 1048576 chars]``, ``limit`` characters in all.
     """
-    if len(text) <= limit:
-        return text
-    marker = f"…[cut: {len(text)} chars]"
-    return text[: max(0, limit - len(marker))] + marker
+    return cut_text(text, limit, CUT_SPAN)
 
 
 def bounded_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:

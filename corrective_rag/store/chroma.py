@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.errors import ConfigError, InputError, StoreError, shorten
+from corrective_rag.errors import ConfigError, InputError, StoreError, cut_text
 from corrective_rag.inputs import check_int
 from corrective_rag.models.embeddings import text_key
 from corrective_rag.observe.logs import get_logger
@@ -81,10 +81,12 @@ def _filter_error(exc: Exception, where: Mapping[str, Any] | None) -> Exception:
     """
     # chromadb is imported lazily, so its error classes are recognised by module, not imported
     if where is None:
-        return StoreError(f"chroma query failed: {type(exc).__name__}: {shorten(str(exc))}")
+        return StoreError(f"chroma query failed: {type(exc).__name__}: {cut_text(str(exc), 500)}")
     if isinstance(exc, ValueError) or type(exc).__module__.startswith("chromadb.errors"):
-        return InputError(f"invalid metadata filter {shorten(repr(where))}: {shorten(str(exc))}")
-    return StoreError(f"chroma query failed: {shorten(str(exc))}")
+        return InputError(
+            f"invalid metadata filter {cut_text(repr(where), 500)}: {cut_text(str(exc), 500)}"
+        )
+    return StoreError(f"chroma query failed: {cut_text(str(exc), 500)}")
 
 
 MARKER = "chroma.sqlite3"  # a folder holding it is a store (chroma writes it at the first open)
