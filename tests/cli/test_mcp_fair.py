@@ -8,6 +8,7 @@ events.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -269,7 +270,19 @@ def test_over_http_one_clients_backlog_does_not_delay_another_client(served, mod
         anyio.run(go)
     finally:
         llm.stop()
-    assert ["first", "b", "a0", "a1", "a2"] == finished
+    assert ["a0", "a1", "a2", "b", "first"] == sorted(finished)
+    # the order the server served them: each search's LLM requests, in arrival order (with one
+    # slot, one search's requests all come before the next one's); the order in which the two
+    # clients read their replies is the event loop's, not the server's
+    served_order: list[str] = []
+    for request in llm.requests:
+        asked = json.dumps(request.get("messages", []))
+        name = next(
+            (n for n in ("first", "b", "a0", "a1", "a2") if f"{n} deep copy" in asked), None
+        )
+        if name is not None and name not in served_order:
+            served_order.append(name)
+    assert ["first", "b", "a0", "a1", "a2"] == served_order
 
 
 @pytest.mark.slow
