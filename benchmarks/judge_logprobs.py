@@ -178,7 +178,7 @@ def main() -> None:
         shared = SharedReplies(chat)
         build: dict[str, Any] = {
             "verbal": lambda: (LLMEvaluator(shared, logprobs=None, **json_size), False),
-            "logprob": lambda: (LLMEvaluator(shared, **json_size), True),
+            "logprob": lambda: (LLMEvaluator(shared, score_by="probability", **json_size), True),
             "pointwise": lambda: (PointwiseEvaluator(shared, **size), True),
             # WordsOnly is a chat model written without logprobs, as the evaluators accept
             "yesno": lambda: (PointwiseEvaluator(WordsOnly(shared), **size), False),

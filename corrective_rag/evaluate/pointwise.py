@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError, LLMError
-from corrective_rag.evaluate.logprobs import takes_logprobs, with_probability, word_probability
+from corrective_rag.evaluate.logprobs import takes_logprobs, word_probability
+from corrective_rag.evaluate.scoring import check_threshold, with_probability
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.parallel import parallel_map
@@ -44,13 +45,14 @@ class PointwiseEvaluator:
 
     Args:
         chat: the chat model; asked for ``logprobs`` when its ``complete`` takes them.
-        threshold: P(yes) from which a document is relevant (``judge-check`` fits it).
+        threshold: P(yes) from which a document is relevant (``judge-check`` fits it); what
+            the verdict's fields then mean is :mod:`~corrective_rag.evaluate.scoring`'s.
         max_doc_tokens: each document is cut to this many tokens.
         max_workers: documents judged at the same time.
         token_counter: cuts the documents (default cl100k_base).
     """
 
-    documents_per_call = 1
+    documents_per_call: int = 1
 
     def __init__(
         self,
@@ -63,17 +65,14 @@ class PointwiseEvaluator:
     ) -> None:
         if not callable(getattr(chat, "complete", None)):
             raise ConfigError("chat must have a complete(messages, ...) method")
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-            raise ConfigError(f"threshold must be a number in (0, 1), got {threshold!r}")
-        if not 0.0 < threshold < 1.0:
-            raise ConfigError(f"threshold must be in (0, 1), got {threshold!r}")
+        check_threshold(threshold)
         check_int(max_doc_tokens, "max_doc_tokens", minimum=1)
         check_int(max_workers, "max_workers", minimum=1)
-        self.chat = chat
-        self.threshold = float(threshold)
-        self.max_doc_tokens = max_doc_tokens
-        self.max_workers = max_workers
-        self.counter = token_counter or TiktokenCounter()
+        self.chat: ChatModel = chat
+        self.threshold: float = float(threshold)
+        self.max_doc_tokens: int = max_doc_tokens
+        self.max_workers: int = max_workers
+        self.counter: TiktokenCounter = token_counter or TiktokenCounter()
         self._logprobs = takes_logprobs(chat)
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
