@@ -40,9 +40,9 @@ from rank_bm25 import BM25Okapi
 from benchmarks.beir import load_collection
 from corrective_rag.calls import call_settings
 from corrective_rag.evaluate.cache import VerdictCache
-from corrective_rag.evaluate.calibration import f1_at
-from corrective_rag.evaluate.check_pairs import CheckPair
-from corrective_rag.evaluate.compare import grade_pairs, judge_figures, split_pairs
+from corrective_rag.evaluate.check.compare import grade_pairs, judge_figures, split_pairs
+from corrective_rag.evaluate.check.fit import f1_at
+from corrective_rag.evaluate.check.pairs import CheckPair
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.pointwise import PointwiseEvaluator

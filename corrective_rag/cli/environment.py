@@ -31,7 +31,7 @@ def calibration_path(given: str | None = None) -> str:
     """
     from pathlib import Path
 
-    from corrective_rag.evaluate.calibration import CALIBRATION_FILE
+    from corrective_rag.evaluate.check.fit import CALIBRATION_FILE
 
     if given:
         return given

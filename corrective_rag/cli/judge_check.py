@@ -1,11 +1,12 @@
 """``corrective-rag judge-check``: can the model behind ``--llm-url`` judge, before a long batch?
 
-Grades the built-in pairs with known answers (:mod:`corrective_rag.evaluate.check_pairs`),
+Grades the built-in pairs with known answers (:mod:`corrective_rag.evaluate.check.pairs`),
 prints the figures, and exits 1 with the reasons when the judge calls nearly everything relevant
 (or nothing), or agrees with the known answers on less than 0.7 of the pairs.
 
 With ``--pairs FILE.jsonl`` (the user's own labelled pairs) or ``--compare`` (the built-in ones)
-it compares every judge the user can run side by side (:mod:`corrective_rag.evaluate.compare`):
+it compares every judge the user can run side by side
+(:mod:`corrective_rag.evaluate.check.compare`):
 the verbal JSON verdict, the same call scored by token probabilities, the pointwise yes/no
 judge, and the offline judge; fits thresholds on half the questions and reports on the rest;
 writes the fitted thresholds to the calibration file (``--calibration``, default
@@ -39,7 +40,7 @@ def add_judge_check_parser(sub: Any, leaf: Any, seconds: Any, non_negative: Any)
     p.add_argument(
         "--deadline",
         type=seconds,
-        default=300.0,  # = evaluate.check.CHECK_SECONDS (not imported: startup time)
+        default=300.0,  # = evaluate.check.plain.CHECK_SECONDS (not imported: startup time)
         metavar="SECONDS",
         help="most seconds the whole check may take (default: 300)",
     )
@@ -148,9 +149,9 @@ def _compare(args: argparse.Namespace, chat: Any, judge: str) -> int:
 
     from corrective_rag.cli.environment import secrets
     from corrective_rag.evaluate.cache import VerdictCache
-    from corrective_rag.evaluate.calibration import write_threshold
-    from corrective_rag.evaluate.check_pairs import CHECK_PAIRS, read_pairs
-    from corrective_rag.evaluate.compare import compare_judges
+    from corrective_rag.evaluate.check.compare import compare_judges
+    from corrective_rag.evaluate.check.fit import write_threshold
+    from corrective_rag.evaluate.check.pairs import CHECK_PAIRS, read_pairs
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.evaluate.local import LocalEvaluator
     from corrective_rag.evaluate.pointwise import PointwiseEvaluator
@@ -164,7 +165,10 @@ def _compare(args: argparse.Namespace, chat: Any, judge: str) -> int:
     pairs = read_pairs(args.pairs) if args.pairs else CHECK_PAIRS
     build: dict[str, Any] = {
         "verbal": lambda: (LLMEvaluator(chat, logprobs=None, cache=VerdictCache(0)), False),
-        "logprob": lambda: (LLMEvaluator(chat, cache=VerdictCache(0)), True),
+        "logprob": lambda: (
+            LLMEvaluator(chat, score_by="probability", cache=VerdictCache(0)),
+            True,
+        ),
         "pointwise": lambda: (PointwiseEvaluator(chat), True),
         "offline": lambda: (LocalEvaluator(), False),
     }

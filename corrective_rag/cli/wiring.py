@@ -309,6 +309,6 @@ class RunnerFactory:
 def fitted_threshold(model: str) -> float:
     """The P(true) threshold ``judge-check`` fitted for ``model`` (its calibration file), or 0.5."""
     from corrective_rag.cli.environment import calibration_path
-    from corrective_rag.evaluate.calibration import read_threshold
+    from corrective_rag.evaluate.check.fit import read_threshold
 
     return read_threshold(calibration_path(), model, "logprob") or 0.5

@@ -56,7 +56,7 @@ from corrective_rag.text.screening import screen_form
 from corrective_rag.types import ChatReply, Document, Evaluation, Proposal, Usage, Verdict
 
 if TYPE_CHECKING:
-    from corrective_rag.evaluate.check import JudgeCheck
+    from corrective_rag.evaluate.check.plain import JudgeCheck
 
 # LLMEvaluator: its home is corrective_rag
 __all__: list[str] = []
@@ -203,12 +203,12 @@ class LLMEvaluator:
         return self.propose if self.propose is not None else proposals_wanted()
 
     def check(self, *, min_agreement: float = 0.7, max_seconds: float | None = 300.0) -> JudgeCheck:
-        """Grade pairs with known answers: can this model judge? (:func:`~.check.check_judge`).
+        """Grade pairs with known answers: can this model judge? (:func:`.check_judge`).
 
         Graded afresh (this evaluator's cache is neither read nor filled), within ``max_seconds``
         in all (``check.CHECK_SECONDS``; ``None``: only the calls' own timeouts).
         """
-        from corrective_rag.evaluate.check import check_judge
+        from corrective_rag.evaluate.check.plain import check_judge
 
         fresh = copy.copy(self)
         fresh.cache = VerdictCache(0)

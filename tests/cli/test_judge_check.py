@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from corrective_rag.cli.main import main
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS
 from corrective_rag.testing import HostileLLMServer, ScriptedLLMServer
 from corrective_rag.testing.judges import all_relevant_judge, faithful_judge, noisy_judge
 

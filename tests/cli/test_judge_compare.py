@@ -11,15 +11,15 @@ from corrective_rag.cli.environment import calibration_path
 from corrective_rag.cli.main import main
 from corrective_rag.cli.wiring import fitted_threshold
 from corrective_rag.errors import ConfigError
-from corrective_rag.evaluate.calibration import (
+from corrective_rag.evaluate.check.compare import split_pairs
+from corrective_rag.evaluate.check.fit import (
     auc,
     f1_at,
     fit_threshold,
     read_threshold,
     write_threshold,
 )
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS, read_pairs
-from corrective_rag.evaluate.compare import split_pairs
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS, read_pairs
 from corrective_rag.evaluate.pointwise import PointwiseEvaluator
 from corrective_rag.llm.client import OpenAIChatClient, Retries
 from corrective_rag.testing import ScriptedLLMServer

@@ -3,7 +3,7 @@
 :func:`compare_judges` grades the pairs with each judge (one evaluate call per question),
 splits the questions in two (the *fit* half and the *held-out* half, by a stable hash of the
 question, so that one question's pairs never straddle the split), fits each judge's threshold on
-the fit half (:func:`~corrective_rag.evaluate.calibration.fit_threshold`) and reports on the
+the fit half (:func:`~corrective_rag.evaluate.check.fit.fit_threshold`) and reports on the
 held-out half: AUC of its scores, F1 at the fitted threshold, F1 and agreement of its own
 decisions, the share it called relevant, seconds and tokens per pair. Beside them stands the
 trivial rule that calls every pair relevant. The judge to use is the one with the best held-out
@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
-from corrective_rag.evaluate.calibration import auc, f1_at, fit_threshold
-from corrective_rag.evaluate.check_pairs import CheckPair
+from corrective_rag.evaluate.check.fit import auc, f1_at, fit_threshold
+from corrective_rag.evaluate.check.pairs import CheckPair
 from corrective_rag.protocols import Evaluator
 from corrective_rag.types import Usage, Verdict
 

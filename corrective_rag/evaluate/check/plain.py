@@ -3,7 +3,7 @@
 A judge that calls every document relevant makes the loop keep everything and gain nothing
 (measured: a 0.5B instruct model agreed with the qrels on 0.405 of documents and called all of
 them relevant), and nothing tells the user before a long batch. :func:`check_judge` grades the
-built-in pairs (:data:`~corrective_rag.evaluate.check_pairs.CHECK_PAIRS`), one evaluate call per
+built-in pairs (:data:`~corrective_rag.evaluate.check.pairs.CHECK_PAIRS`), one evaluate call per
 question, and returns the figures with the reasons, if any, not to use the judge. The whole
 check has one deadline (:data:`CHECK_SECONDS` by default): a server that drips its replies
 cannot hold it for the calls' timeouts added up (8 questions at 60 s each: 483 s measured).
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from corrective_rag.calls.scope import call_scope
 from corrective_rag.calls.settings import finite
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS, CheckPair
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS, CheckPair
 from corrective_rag.protocols import Evaluator
 from corrective_rag.types import Usage, Verdict
 
