@@ -12,6 +12,7 @@ the server's own replies.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -132,3 +133,30 @@ def graded_judge(judge: Judge) -> Callable[[Mapping[str, Any], int], Fault | Non
         return None if body is None else Fault("raw", body=body)
 
     return choose
+
+
+def spread(doc_id: str, low: float, high: float) -> float:
+    """A probability in [low, high] fixed by the document id (the same in every run)."""
+    fraction = int(hashlib.sha256(doc_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return low + (high - low) * fraction
+
+
+def ranking_judge(
+    labels: Mapping[str, bool],
+    *,
+    relevant: tuple[float, float] = (0.55, 0.95),
+    irrelevant: tuple[float, float] = (0.05, 0.65),
+    written: Written = Written(True, 0.6, 0.6, None),
+) -> Judge:
+    """A model that writes the same verdict for every document (``written``: relevant, medium,
+    0.6/0.6) while the probability it puts on ``true`` ranks them: drawn from ``relevant`` for a
+    relevant document and ``irrelevant`` for the others (overlapping: no threshold is perfect).
+    A document ``labels`` does not know is irrelevant."""
+
+    def judge(question: str, doc_id: str) -> Written:
+        low, high = relevant if labels.get(doc_id, False) else irrelevant
+        return Written(
+            written.relevant, written.score, written.confidence, spread(doc_id, low, high)
+        )
+
+    return judge

@@ -205,13 +205,17 @@ class LLMEvaluator:
     def check(self, *, min_agreement: float = 0.7, max_seconds: float | None = 300.0) -> JudgeCheck:
         """Grade pairs with known answers: can this model judge? (:func:`.check_judge`).
 
-        Graded afresh (this evaluator's cache is neither read nor filled), within ``max_seconds``
-        in all (``check.CHECK_SECONDS``; ``None``: only the calls' own timeouts).
+        Graded as the loop grades (the default one-call loop's call, with proposals, unless
+        ``propose=False``), afresh (this evaluator's cache is neither read nor filled), within
+        ``max_seconds`` in all (``check.plain.CHECK_SECONDS``; ``None``: only the calls' own
+        timeouts); counted as the ``general`` policy keeps.
         """
         from corrective_rag.evaluate.check.plain import check_judge
 
         fresh = copy.copy(self)
         fresh.cache = VerdictCache(0)
+        if fresh.propose is None:  # the loop's default call mode proposes
+            fresh.propose = True
         return check_judge(fresh, min_agreement=min_agreement, max_seconds=max_seconds)
 
     # -- batch sizing ------------------------------------------------------------------------

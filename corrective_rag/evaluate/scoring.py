@@ -34,6 +34,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+import numpy.typing as npt
+
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Relevance, Verdict
@@ -44,9 +47,12 @@ __all__ = [
     "calibrated",
     "check_threshold",
     "kept_from",
+    "kept_from_each",
     "recorded",
     "with_probability",
 ]
+
+Floats = npt.NDArray[np.float64]
 
 # A threshold is kept this far inside (0, 1): the score's two pieces divide by t and by 1 - t.
 _EDGE = 1e-6
@@ -123,17 +129,22 @@ def kept_from(threshold: float, policy: FilterPolicy) -> float:
     confidence both grow with ``p`` (module docstring), so each rule holds from one ``p`` on
     and the verdict is kept from the lower of the two. Above 1: never kept.
     """
-    t = _inside(threshold)
+    return float(kept_from_each(np.array([threshold], dtype=np.float64), policy)[0])
 
-    def rule(least_score: float, least_confidence: float) -> float:
-        # the score reaches least_score at p = t + (least_score - HIGH_FROM)(1 - t)/(1 - HIGH_FROM)
-        need = t + max(0.0, least_score - HIGH_FROM) * (1.0 - t) / (1.0 - HIGH_FROM)
-        return max(t, need, least_confidence)
 
-    return min(
-        rule(policy.high_score, policy.high_confidence),
-        rule(policy.medium_score, policy.medium_confidence),
+def kept_from_each(thresholds: npt.NDArray[np.float64], policy: FilterPolicy) -> Floats:
+    """:func:`kept_from` of every threshold at once (``judge-check`` asks it of each candidate)."""
+    t = np.clip(thresholds, _EDGE, 1 - _EDGE)
+    # the score reaches s at p = t + (s - HIGH_FROM)(1 - t)/(1 - HIGH_FROM)
+    per_score = (1.0 - t) / (1.0 - HIGH_FROM)
+    high = np.maximum(
+        t + max(0.0, policy.high_score - HIGH_FROM) * per_score, policy.high_confidence
     )
+    medium = np.maximum(
+        t + max(0.0, policy.medium_score - HIGH_FROM) * per_score, policy.medium_confidence
+    )
+    kept: Floats = np.maximum(t, np.minimum(high, medium))
+    return kept
 
 
 SCORE_BY = ("verbal", "probability")  # LLMEvaluator(score_by=...): the written verdict, or P(true)
