@@ -50,7 +50,7 @@ def test_a_judge_calling_everything_relevant_exits_1_and_says_why(capsys):
     assert "kept              1.00" in captured.out
     assert "FAIL" in captured.out
     assert "the loop would keep everything" in captured.out
-    assert captured.err.startswith("corrective-rag: judge-check failed: it called 100%")
+    assert captured.err.startswith("corrective-rag: judge-check failed: a run keeps 100%")
 
 
 def test_a_noisy_judge_exits_1_on_agreement_and_json_has_the_figures(capsys):

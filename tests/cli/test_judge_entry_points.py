@@ -198,3 +198,19 @@ def test_options_carry_the_profile_for_ray_workers(store, profile_file):
     assert again.judge == JudgeProfile.read(profile_file, model="scripted")
     with pytest.raises(ConfigError):
         JudgeProfile.read(profile_file, model="another")
+
+
+def test_local_llm_runs_read_the_key_judge_check_local_llm_writes(store, tmp_path):
+    """``run --local-llm PATH`` reads the profile kept under the GGUF file's name, the key
+    ``judge-check --local-llm PATH`` writes (the last round read the key "local")."""
+    from corrective_rag.cli.options import options
+    from corrective_rag.cli.wiring import local_model
+
+    gguf = tmp_path / "models" / "tiny-judge.Q4.gguf"
+    assert "tiny-judge.Q4.gguf" == local_model(str(gguf))
+    path = tmp_path / "profile.json"
+    chosen = JudgeProfile.of("pointwise", model="tiny-judge.Q4.gguf", threshold=0.35)
+    write_profiles(path, "tiny-judge.Q4.gguf", {"pointwise": chosen}, "pointwise")
+    argv = ["run", QUESTION, "--store", str(store), "--local-llm", str(gguf)]
+    opts = options(build_parser().parse_args([*argv, "--calibration", str(path)]))
+    assert chosen == opts.judge

@@ -6,9 +6,11 @@ left are equivalent, named here so that a later run can tell them from new ones:
 
 - ``_EDGE = 1e-6`` changed to ``1.000001e-06`` (or another tiny value): thresholds are checked
   to lie inside (0, 1) before they arrive, so the clamp never binds on a real threshold.
-- ``min(score, 1.0)`` / ``max(score, 0.0)`` changed or dropped: ``p`` is in 0..1 and ``t``
-  inside (0, 1), so the score is already in range; the clamps only guard rounding.
-- ``_TOP_LOGPROBS`` mutated in the error message's text only (the message is not asserted).
+- ``min(score, 1.0)`` changed to ``min(score, 2.0)`` (or dropped): at ``p = 1`` the score is
+  ``HIGH_FROM + (1 - HIGH_FROM) * (1 - t) / (1 - t)``, and ``x / x`` is exactly 1 in floating
+  point, so it never exceeds 1.
+- ``np.array([threshold], dtype=np.float64)`` with ``dtype=None`` or no dtype: a Python float
+  makes a float64 array either way.
 """
 
 from __future__ import annotations
@@ -56,6 +58,18 @@ def test_relevant_from_the_threshold_and_confidence_is_the_chance_of_being_right
         assert scores == sorted(scores)
         assert all(s < 0.5 for s in scores[: math.ceil(t * 100)])
         assert all(s >= 0.7 for s in scores[math.ceil(t * 100) :])
+
+
+def test_thresholds_at_the_ends_and_the_defaults():
+    """A threshold of 0 or 1 is read just inside (0, 1), never divided by; 0.5 by default."""
+    assert (True, 1.0, 1.0) == calibrated(1.0, 1.0)
+    assert (False, 0.0, 1.0) == calibrated(0.0, 0.0)
+    assert calibrated(0.6)[0] is True and calibrated(0.4)[0] is False
+    assert with_probability(WRITTEN, 0.6).relevant is True
+    assert with_probability(WRITTEN, 0.4).relevant is False
+    general, lax = get_policy("general"), FilterPolicy(high_confidence=0.0, medium_confidence=0.0)
+    assert pytest.approx(1 - 1e-6, abs=1e-12) == kept_from(1.0, general)
+    assert pytest.approx(1e-6, abs=1e-12) == kept_from(0.0, lax)
 
 
 def test_a_probability_verdict_keeps_its_words_and_records_p():

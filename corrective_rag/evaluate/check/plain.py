@@ -206,13 +206,13 @@ def _with_problems(
         problems.append(f"no pair could be graded ({why})")
     elif result.relevant_share >= MAX_RELEVANT_SHARE:
         problems.append(
-            f"it called {result.relevant_share:.0%} of the documents it graded relevant "
-            f"({result.expected_relevant_share:.0%} are): the loop would keep everything"
+            f"a run keeps {result.relevant_share:.0%} of the documents it graded "
+            f"({result.expected_relevant_share:.0%} are relevant): the loop would keep everything"
         )
     elif result.relevant_share <= MIN_RELEVANT_SHARE:
         problems.append(
-            f"it called {result.relevant_share:.0%} of the documents it graded relevant "
-            f"({result.expected_relevant_share:.0%} are): the loop would keep nothing"
+            f"a run keeps {result.relevant_share:.0%} of the documents it graded "
+            f"({result.expected_relevant_share:.0%} are relevant): the loop would keep nothing"
         )
     if result.agreement < min_agreement:
         problems.append(
