@@ -15,7 +15,9 @@ left are equivalent, named here so that a later run can tell them from new ones:
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 from judge_replies import Written, graded_judge
@@ -36,8 +38,10 @@ from corrective_rag.evaluate.scoring import (
 from corrective_rag.llm.client import OpenAIChatClient, Retries
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
+from corrective_rag.runs.records.results import ok_line, read_results
+from corrective_rag.runs.reports.html import render_html
 from corrective_rag.testing import ListRetriever, ScriptedLLMServer
-from corrective_rag.types import Document, Relevance, StopReason, Verdict
+from corrective_rag.types import Document, Relevance, RunResult, StopReason, Verdict
 
 WRITTEN = Verdict("d", True, Relevance.MEDIUM, 0.6, 0.6, reasoning="why", missing=("x",))
 
@@ -213,7 +217,7 @@ GRADED = {
 DOCS = [Document(i, f"Document {i} about the moons of Jupiter and their sizes.") for i in GRADED]
 
 
-def _run(**evaluator: object) -> tuple[tuple[str, ...], StopReason, int, list[Verdict]]:
+def _run(**evaluator: object) -> tuple[tuple[str, ...], StopReason, int, list[Verdict], RunResult]:
     with ScriptedLLMServer(faults=graded_judge(lambda q, d: GRADED[d])) as srv:
         client = chat(srv)
         orch = CorrectiveRAGOrchestrator(
@@ -224,10 +228,10 @@ def _run(**evaluator: object) -> tuple[tuple[str, ...], StopReason, int, list[Ve
         )
         result = orch.run(QUESTION, max_iterations=3)
     verdicts = [v for rec in result.history for v in rec.verdicts]
-    return result.kept_ids, result.stop_reason, result.iterations, verdicts
+    return result.kept_ids, result.stop_reason, result.iterations, verdicts, result
 
 
-def test_a_confident_model_keeps_and_stops_as_written_without_a_profile():
+def test_a_confident_model_keeps_and_stops_as_written_without_a_profile(tmp_path):
     """0.99 on every true/false written, graded verdicts (one high, three medium at 0.6/0.6,
     two low): with no profile the run keeps the same documents and stops the same way as with
     token probabilities off; the probabilities are recorded beside the verdicts. Scored by
@@ -242,3 +246,18 @@ def test_a_confident_model_keeps_and_stops_as_written_without_a_profile():
     by_probability = _run(score_by="probability")
     assert 4 == len(by_probability[0])
     assert (StopReason.ENOUGH_RELEVANT, 1) == by_probability[1:3]
+    # the probabilities are there to inspect: in the results line and the HTML report
+    line = ok_line("q1", QUESTION, default[4], 1.0)
+    (record,) = read_results_lines([line], tmp_path / "a.jsonl")
+    assert 0.99 == round(record.result.history[0].verdicts[0].probability, 2)
+    page = render_html([record])
+    assert "P(true) 0.99, recorded" in page
+    assert "P(true) 0.99, decided" in render_html(
+        read_results_lines([ok_line("q1", QUESTION, by_probability[4], 1.0)], tmp_path / "b.jsonl")
+    )
+
+
+def read_results_lines(lines: list[dict], path: Path) -> list:
+    """Result records as a results file holds them, read back."""
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return list(read_results(path))
