@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.protocols import Evaluator
@@ -87,17 +87,15 @@ def _pointwise_prompt() -> str:
     return POINTWISE_PROMPT
 
 
-def _json_judge(by: str) -> Build:
-    def build(profile: JudgeProfile, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
-        from corrective_rag.evaluate.llm import LLMEvaluator
+def _json_judge(profile: JudgeProfile, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
+    """The JSON verdict judge: as written (no threshold), or decided by P(true) at one."""
+    from corrective_rag.evaluate.llm import LLMEvaluator
 
-        # the call measured: proposing in the one-call shape, whatever context it runs in
-        options.setdefault("propose", profile.call_shape == "one-call")
-        if by == "probability":
-            options.update(score_by="probability", threshold=profile.threshold)
-        return LLMEvaluator(chat, **options)
-
-    return build
+    # the call measured: proposing in the one-call shape, whatever context it runs in
+    options.setdefault("propose", profile.call_shape == "one-call")
+    if profile.threshold is not None:
+        options.update(score_by="probability", threshold=profile.threshold)
+    return LLMEvaluator(chat, **options)
 
 
 def _pointwise_judge(
@@ -107,7 +105,9 @@ def _pointwise_judge(
 
     known = ("max_workers", "max_doc_tokens", "token_counter")
     return PointwiseEvaluator(
-        chat, threshold=profile.threshold or 0.5, **{k: options[k] for k in known if k in options}
+        chat,
+        threshold=cast(float, profile.threshold),  # a thresholded kind's profile has one
+        **{k: options[k] for k in known if k in options},
     )
 
 
@@ -135,12 +135,8 @@ NOT_HERE = "the {kind} judge is not part of this version of corrective_rag"
 # (its builder, whether it takes a threshold, its prompt and call shape); judge-check, the
 # command line and the profile file then know it.
 JUDGE_KINDS: Mapping[str, JudgeKind] = {
-    "verbal": JudgeKind(
-        "verbal", True, False, _json_prompt, _loop_shape, _json_judge("verbal"), "json"
-    ),
-    "logprob": JudgeKind(
-        "logprob", True, True, _json_prompt, _loop_shape, _json_judge("probability"), "json"
-    ),
+    "verbal": JudgeKind("verbal", True, False, _json_prompt, _loop_shape, _json_judge, "json"),
+    "logprob": JudgeKind("logprob", True, True, _json_prompt, _loop_shape, _json_judge, "json"),
     "pointwise": JudgeKind(
         "pointwise",
         True,

@@ -66,6 +66,45 @@ def test_each_kind_builds_its_judge_as_declared():
     assert JudgeProfile.of("verbal", model="m", threshold=0.9).threshold is None
 
 
+def test_the_options_a_run_gives_reach_the_judge_built():
+    """A run's options (workers, context, the offline judge's weights) and its store reach the
+    evaluator the profile builds; an explicit propose wins over the call shape."""
+    from dataclasses import replace
+
+    from corrective_rag.evaluate.local import DEFAULT_WEIGHTS
+    from corrective_rag.models.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    verbal = JudgeProfile.of("verbal", model="m").evaluator(
+        chat=chat(), max_workers=3, context_tokens=4096, propose=False
+    )
+    assert (3, 4096, False) == (verbal.max_workers, verbal.context_tokens, verbal.propose)
+    yes_no = JudgeProfile.of("pointwise", model="m", threshold=0.4).evaluator(
+        chat=chat(), max_workers=2, max_doc_tokens=50, token_counter=counter, context_tokens=9
+    )
+    assert (2, 50, 0.4) == (yes_no.max_workers, yes_no.max_doc_tokens, yes_no.threshold)
+    assert counter is yes_no.counter
+
+    class Embedder:
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0] for _ in texts]
+
+    class Store:
+        embedder = Embedder()
+
+        @staticmethod
+        def idf(term: str) -> float:
+            return 1.0
+
+    capped = replace(DEFAULT_WEIGHTS, cap=2)
+    local = JudgeProfile.of("offline", model="m").evaluator(
+        store=Store(), weights=capped, max_sentences=7, link_titles=False, max_workers=9
+    )
+    assert isinstance(local, LocalEvaluator)
+    assert (Store.embedder, Store.idf, capped) == (local.embedder, local.idf, local.weights)
+    assert (7, False) == (local.max_sentences, local.link_titles)
+
+
 def test_a_profile_for_another_model_prompt_or_call_shape_is_refused_with_which():
     """One line naming what differs: the model, the prompt version, or the call shape."""
     profile = logprob()
