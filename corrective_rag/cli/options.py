@@ -16,8 +16,11 @@ from corrective_rag.errors import ConfigError
 __all__ = ["judge_profile", "options"]
 
 
-def options(args: argparse.Namespace) -> Any:
+def options(args: argparse.Namespace, *, judged: bool = True) -> Any:
     """The ``Options`` the parsed flags name; keys come from the environment only.
+
+    ``judged``: resolve the judge to run (:func:`judge_profile`); ``index``, which runs no
+    loop, reads no judge profile.
 
     Raises:
         ConfigError: flags that contradict each other or miss their partner.
@@ -54,7 +57,7 @@ def options(args: argparse.Namespace) -> Any:
         max_retries=args.max_retries,
         qdrant=args.qdrant,
         qdrant_api_key=os.environ.get("QDRANT_API_KEY") or None,
-        judge=judge_profile(args, model=_model_key(model, args.local_llm)),
+        judge=judge_profile(args, model=_model_key(model, args.local_llm)) if judged else None,
     )
 
 

@@ -214,3 +214,19 @@ def test_local_llm_runs_read_the_key_judge_check_local_llm_writes(store, tmp_pat
     argv = ["run", QUESTION, "--store", str(store), "--local-llm", str(gguf)]
     opts = options(build_parser().parse_args([*argv, "--calibration", str(path)]))
     assert chosen == opts.judge
+
+
+def test_index_reads_no_judge_profile_and_run_names_a_bad_one(tmp_path, monkeypatch, capsys):
+    """A junk file at the profile's default location: ``index`` (which judges nothing) is not
+    bothered; ``run`` stops with one line naming the file, before any model loads."""
+    junk = tmp_path / "junk.json"
+    junk.write_bytes(b"[" * 100_000)
+    monkeypatch.setenv("CORRECTIVE_RAG_CALIBRATION", str(junk))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Ganymede is the largest moon of Jupiter.")
+    store = tmp_path / "store"
+    assert 0 == main(["index", str(tmp_path / "docs"), "--store", str(store), "--no-progress"])
+    capsys.readouterr()
+    assert 2 == main(["run", QUESTION, "--store", str(store)])
+    err = capsys.readouterr().err
+    assert str(junk) in err and 1 == len(err.strip().splitlines())
