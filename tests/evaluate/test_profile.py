@@ -303,3 +303,103 @@ def test_description_names_kind_call_and_threshold():
     assert "verbal, one-call" == JudgeProfile.of("verbal", model="m").description
     assert "pointwise, threshold 0.500" == JudgeProfile.of("pointwise", model="m").description
     assert "offline" == JudgeProfile.of("offline", model="m").description
+
+
+def test_the_model_checked_is_the_one_given_else_the_chat_models():
+    """An explicit model wins over the chat model's; a chat model with no name (or an empty
+    one) is not checked; the offline judge has no model to differ."""
+
+    class Nameless:
+        def complete(self, messages, **kw):  # pragma: no cover - never called here
+            raise AssertionError
+
+    class Empty(Nameless):
+        model = ""
+
+    profile = logprob(model="m")
+    with pytest.raises(ConfigError, match="not 'other'"):
+        profile.evaluator(chat=chat("m"), model="other")
+    profile.evaluator(chat=chat("other"), model="m")  # the given name is what is checked
+    assert isinstance(profile.evaluator(chat=Nameless()), LLMEvaluator)
+    assert isinstance(profile.evaluator(chat=Empty()), LLMEvaluator)
+
+
+def _file_with(tmp_path, entry: dict) -> str:
+    body = {
+        "format": "corrective-rag judge profiles",
+        "version": 2,
+        "models": {"m": {"chosen": None, "judges": {"logprob": entry}}},
+    }
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    return str(path)
+
+
+GOOD = {
+    "kind": "logprob",
+    "model": "m",
+    "prompt_version": prompts.PROMPT_VERSION,
+    "call_shape": "one-call",
+    "threshold": 0.6,
+    "policy": "general",
+    "measured": dataclasses.asdict(MEASURED),
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"measured": []}, "'measured' must be an object"),
+        ({"measured": {"pairs": 3}}, "'measured' lacks a field"),
+        ({"measured": {**GOOD["measured"], "pairs": -1}}, "measured pairs must be a count"),
+        ({"measured": {**GOOD["measured"], "pairs": True}}, "measured pairs must be a count"),
+        ({"measured": {**GOOD["measured"], "pairs": 2.0}}, "measured pairs must be a count"),
+        (
+            {"measured": {**GOOD["measured"], "held_out_pairs": "7"}},
+            "measured held_out_pairs must be a count",
+        ),
+        (
+            {"measured": {**GOOD["measured"], "held_out_f1": 1.5}},
+            "measured held_out_f1 must be a number in 0..1",
+        ),
+        (
+            {"measured": {**GOOD["measured"], "trivial_f1": None}},
+            "measured trivial_f1 must be a number in 0..1",
+        ),
+        (
+            {"measured": {**GOOD["measured"], "auc": -0.1}},
+            "measured auc must be a number in 0..1",
+        ),
+        ({"measured": {**GOOD["measured"], "auc": True}}, "measured auc must be a number in 0..1"),
+        ({"measured": {**GOOD["measured"], "source": 3}}, "measured source must be a string"),
+        ({"measured": {**GOOD["measured"], "date": None}}, "measured date must be a string"),
+        ({"measured": {**GOOD["measured"], "version": 1}}, "measured version must be a string"),
+        (
+            {"measured": {**GOOD["measured"], "partial": 1}},
+            "measured partial must be true or false",
+        ),
+        ({"model": "n"}, "the entry names another kind or model"),
+        ({"kind": "pointwise"}, "the entry names another kind or model"),
+        ({"call_shape": None}, "unknown call shape"),
+        ({"threshold": None}, "takes a threshold"),
+        ({"prompt_version": 5}, "prompt_version must be a string"),
+    ],
+)
+def test_a_malformed_entry_is_one_line_naming_the_file_and_the_field(tmp_path, change, says):
+    """Each field of an entry is checked as it is read; the error names the file, the model,
+    the judge and what is wrong."""
+    path = _file_with(tmp_path, {**GOOD, **change})
+    with pytest.raises(ConfigError) as caught:
+        JudgeProfile.read(path, model="m", kind="logprob")
+    message = str(caught.value)
+    assert says in message
+    assert message.startswith(f"{path}: model 'm'")
+
+
+def test_an_entry_that_is_no_object_and_a_measured_auc_of_none_read(tmp_path):
+    """A judge entry must be an object; a measured AUC may be None (one class held out)."""
+    path = _file_with(tmp_path, [])
+    with pytest.raises(ConfigError, match="a judge profile must be an object"):
+        JudgeProfile.read(path, model="m", kind="logprob")
+    path = _file_with(tmp_path, {**GOOD, "measured": {**GOOD["measured"], "auc": None}})
+    assert JudgeProfile.read(path, model="m", kind="logprob").measured.auc is None
