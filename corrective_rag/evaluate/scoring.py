@@ -23,7 +23,9 @@ every relevant verdict sits in the high band, where the policy asks a confidence
 kept, whatever ``t``; the medium band's rule (score from 0.5 with confidence 0.7) adds nothing.
 The stricter presets ask more (``medical``: ``p`` from ``t + (1 - t) / 3`` and 0.6, or from
 0.85). ``judge-check`` fits and reports under the run's policy, so the threshold it writes and
-the F1 it prints are those of the documents the run keeps.
+the F1 it prints are those of the documents the run keeps. CRAG's action reads the score too:
+a relevant probability verdict scores from 0.7, ``general``'s ``correct_at``, so an iteration
+with one is *correct*; one whose verdicts all fall under 0.6 t is *incorrect*.
 
 Without a threshold (a judge left to its written verdicts) :func:`recorded` keeps the verdict
 as written and records ``p`` beside it, for inspection and for ``judge-check``.

@@ -29,7 +29,7 @@ from corrective_rag.evaluate.check.pairs import CHECK_PAIRS, CheckPair, read_pai
 from corrective_rag.evaluate.policy import Decision, decide
 from corrective_rag.evaluate.profile import read_profiles
 from corrective_rag.llm.client import OpenAIChatClient, Retries
-from corrective_rag.testing import ScriptedLLMServer
+from corrective_rag.testing import Fault, ScriptedLLMServer
 from corrective_rag.testing.judges import all_relevant_judge
 from corrective_rag.types import Document
 
@@ -384,3 +384,48 @@ def test_a_confident_verbal_judge_is_measured_by_its_words(profile_file, capsys)
     (figures,) = json.loads(capsys.readouterr().out)["judges"]
     assert 1.0 == figures["held_out_f1"]
     assert 1.0 == figures["scored_by_probability"]
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_prints_and_writes_what_was_measured(tmp_path):
+    """The real command, interrupted while its second question is held: it prints the figures
+    of what was graded, writes them marked partial with nothing chosen, and exits 130."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    answered = graded_judge(ranking_judge(LABELS))
+    lock = threading.Lock()
+    seen = []
+
+    def choose(request, n):
+        with lock:
+            seen.append(1)
+            first = len(seen) == 1
+        return answered(request, n) if first else Fault.held()
+
+    path = tmp_path / "profile.json"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with ScriptedLLMServer(faults=choose) as server:
+        command = [
+            sys.executable, "-m", "corrective_rag", "judge-check", "--llm-url", server.base_url,
+            "--model", "scripted", "--compare", "--judges", "logprob", "--calibration", str(path),
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert server.wait_for_requests(2, timeout=240)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            server.release()
+            if proc.poll() is None:
+                proc.kill()
+    assert 130 == proc.returncode, err
+    assert "logprob" in out and "FAIL: stopped early (interrupted)" in out
+    judges, chosen = read_profiles(path)["scripted"]
+    assert chosen is None
+    assert judges["logprob"].measured.partial

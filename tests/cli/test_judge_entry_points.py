@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,18 @@ def test_index_reads_no_judge_profile_and_run_names_a_bad_one(tmp_path, monkeypa
     assert 2 == main(["run", QUESTION, "--store", str(store)])
     err = capsys.readouterr().err
     assert str(junk) in err and 1 == len(err.strip().splitlines())
+
+
+@pytest.mark.parametrize("hostile", ["/dev/zero", "fifo"])
+def test_a_device_or_fifo_as_the_profile_is_one_line(hostile, store, tmp_path, monkeypatch, capsys):
+    """``CORRECTIVE_RAG_CALIBRATION=/dev/zero`` (or a FIFO nobody writes) and ``run``: one
+    line naming it, exit 2 (the last round read /dev/zero to 4.7 GB; a FIFO blocked the run)."""
+    path = "/dev/zero"
+    if hostile == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    monkeypatch.setenv("CORRECTIVE_RAG_CALIBRATION", path)
+    assert 2 == main(["run", QUESTION, "--store", str(store)])
+    err = capsys.readouterr().err
+    assert f"{path}: a " in err and "not a regular file" in err
+    assert 1 == len(err.strip().splitlines())
