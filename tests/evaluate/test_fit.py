@@ -62,6 +62,7 @@ def test_hand_computed_values():
     assert auc([0.5, 0.5], [True, False]) == 0.5  # a tie counts half
     assert 0.0 == f1([False, False], [True, False])
     assert 2 / 3 == pytest.approx(f1([True, True], [True, False]))
+    assert 1.0 == f1_at([0.5, 0.2], [True, False], 0.5)  # a score at the threshold is kept
 
 
 def test_the_fit_moves_with_the_data():
@@ -99,13 +100,15 @@ def test_a_policy_floor_is_a_candidate_and_wins_its_ties():
 
 def test_no_score_to_fit_on_is_refused():
     """Nothing scored (every probability unreadable): no threshold can be fitted."""
-    with pytest.raises(ConfigError, match="no scores"):
+    with pytest.raises(ConfigError, match=r"^no scores to fit a threshold on$"):
         fit_threshold([None, None], [True, False])
-    with pytest.raises(ConfigError, match="differ in length"):
+    with pytest.raises(ConfigError, match=r"^scores, labels and decisions differ in length$"):
         fit_threshold([0.5], [True, False])
-    with pytest.raises(ConfigError, match="differ in length"):
+    with pytest.raises(ConfigError, match=r"^scores, labels and decisions differ in length$"):
+        fit_threshold([0.5, 0.4], [True, False], fixed=[True])
+    with pytest.raises(ConfigError, match=r"^scores and labels differ in length$"):
         auc([0.5], [True, False])
-    with pytest.raises(ConfigError, match="differ in length"):
+    with pytest.raises(ConfigError, match=r"^decisions and labels differ in length$"):
         f1([True], [True, False])
 
 

@@ -403,3 +403,91 @@ def test_an_entry_that_is_no_object_and_a_measured_auc_of_none_read(tmp_path):
         JudgeProfile.read(path, model="m", kind="logprob")
     path = _file_with(tmp_path, {**GOOD, "measured": {**GOOD["measured"], "auc": None}})
     assert JudgeProfile.read(path, model="m", kind="logprob").measured.auc is None
+
+
+def test_the_file_format_is_checked_and_said_exactly(tmp_path):
+    """A JSON list, an object with `judges` but no version, a wrong version, `models` that is
+    no object: one line each, saying what it found."""
+    path = tmp_path / "p.json"
+    for content, says in (
+        ([1], "not a judge profile file (judge-check writes them)"),
+        ({"judges": {}}, "not a judge profile file"),
+        (
+            {"format": "corrective-rag judge profiles", "version": 3},
+            "judge profile version 3, not 2",
+        ),
+        (
+            {"format": "corrective-rag judge profiles", "version": 2, "models": []},
+            "'models' must be an object",
+        ),
+    ):
+        path.write_text(json.dumps(content), encoding="utf-8")
+        with pytest.raises(ConfigError) as caught:
+            read_profiles(path)
+        assert f"{path}: {says}" == str(caught.value)[: len(f"{path}: {says}")], content
+
+
+def test_refusals_name_what_there_is(tmp_path):
+    """An unknown kind or call mode lists the ones there are; a file without the model lists at
+    most five models it holds (or says it holds none); nothing chosen says how to name one."""
+    kinds = "verbal, logprob, pointwise, offline, learned"
+    with pytest.raises(ConfigError, match=rf"^unknown judge kind 'oracle'; choose one of {kinds}$"):
+        JudgeProfile.of("oracle", model="m")
+    with pytest.raises(ConfigError, match=rf"^unknown judge kind 'oracle'; choose one of {kinds}$"):
+        JudgeProfile("oracle", "m", "p", "one-call")
+    with pytest.raises(ConfigError, match=r"^unknown judge kind"):
+        JudgeProfile(["oracle"], "m", "p", "one-call")  # type: ignore[arg-type]
+    shapes = "one-call, two-call, pointwise, offline"
+    with pytest.raises(ConfigError, match=rf"^unknown call shape 'x'; one of {shapes}$"):
+        JudgeProfile("verbal", "m", "p", "x")
+    with pytest.raises(ConfigError, match=r"^call_mode must be 'one-call' or 'two-call', got 'x'$"):
+        JudgeProfile.of("verbal", model="m", call_mode="x")
+    path = tmp_path / "p.json"
+    path.write_text(
+        json.dumps({"format": "corrective-rag judge profiles", "version": 2, "models": {}})
+    )
+    with pytest.raises(ConfigError, match=r"\(it holds no model\)"):
+        JudgeProfile.read(path, model="m")
+    for n in range(6):
+        write_profiles(path, f"m{n}", {"verbal": JudgeProfile.of("verbal", model=f"m{n}")}, None)
+    with pytest.raises(ConfigError, match=r"\(it holds m0, m1, m2, m3, m4\): run judge-check"):
+        JudgeProfile.read(path, model="m")
+    with pytest.raises(
+        ConfigError, match=r"its last check failed or was stopped\): name one with --judge KIND$"
+    ):
+        JudgeProfile.read(path, model="m0")
+
+
+def test_the_policy_measured_under_is_kept():
+    """JudgeProfile.of records the policy (general by default)."""
+    assert "general" == JudgeProfile.of("verbal", model="m").policy
+    assert "medical" == JudgeProfile.of("verbal", model="m", policy="medical").policy
+
+
+def test_writing_makes_missing_folders_says_why_it_failed_and_logs_it(tmp_path, monkeypatch):
+    """Missing folders are made; the temporary file is made beside the target (not in the
+    system's temp folder); a failed rename leaves no temporary file and says why; a write is
+    logged with where, which model and what was chosen."""
+    import tempfile
+
+    import structlog
+
+    verbal = {"verbal": JudgeProfile.of("verbal", model="m")}
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "nowhere"))
+    deep = tmp_path / "a" / "b" / "p.json"
+    with structlog.testing.capture_logs() as logs:
+        assert str(deep) == write_profiles(deep, "m", verbal, "verbal")
+    assert [{"event": "judge_profile_written", "path": str(deep), "model": "m",
+             "chosen": "verbal", "log_level": "info"}] == logs  # fmt: skip
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(ConfigError, match=r": No space left on device$"):
+        write_profiles(deep, "m", verbal, None)
+    assert ["p.json"] == sorted(p.name for p in deep.parent.iterdir())
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match=r": File exists$"):
+        write_profiles(blocker / "p.json", "m", verbal, None)
