@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.policy import FilterPolicy
@@ -54,7 +52,11 @@ __all__ = [
     "with_probability",
 ]
 
-Floats = npt.NDArray[np.float64]
+if TYPE_CHECKING:  # numpy loads when a threshold is fitted (judge-check), not with the judge
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
 
 # A threshold is kept this far inside (0, 1): the score's two pieces divide by t and by 1 - t.
 _EDGE = 1e-6
@@ -131,11 +133,15 @@ def kept_from(threshold: float, policy: FilterPolicy) -> float:
     confidence both grow with ``p`` (module docstring), so each rule holds from one ``p`` on
     and the verdict is kept from the lower of the two. Above 1: never kept.
     """
+    import numpy as np
+
     return float(kept_from_each(np.array([threshold], dtype=np.float64), policy)[0])
 
 
-def kept_from_each(thresholds: npt.NDArray[np.float64], policy: FilterPolicy) -> Floats:
+def kept_from_each(thresholds: Floats, policy: FilterPolicy) -> Floats:
     """:func:`kept_from` of every threshold at once (``judge-check`` asks it of each candidate)."""
+    import numpy as np
+
     t = np.clip(thresholds, _EDGE, 1 - _EDGE)
     # the score reaches s at p = t + (s - HIGH_FROM)(1 - t)/(1 - HIGH_FROM)
     per_score = (1.0 - t) / (1.0 - HIGH_FROM)
