@@ -231,6 +231,10 @@ class Verdict:
             ``MAX_MISSING_ITEMS`` items of at most ``MAX_MISSING_CHARS`` characters each.
         score_source: where relevant, score and confidence came from: ``"verbal"`` (what the
             judge wrote or computed) or ``"logprob"`` (the model's token probabilities).
+        probability: the probability the model put on ``relevant: true`` (its token mass,
+            read from the reply), or ``None`` when none was read. Recorded beside a verbal
+            verdict for inspection and for ``judge-check``; the one that decided a
+            ``"logprob"`` verdict (:mod:`corrective_rag.evaluate.scoring`).
 
     Types are checked, not only ranges: ``relevant`` is a ``bool`` (``"false"`` or ``1`` is
     refused, never kept as truthy), ``label`` a :class:`Relevance`, ``score`` and
@@ -255,6 +259,7 @@ class Verdict:
     # Where score and confidence came from: "verbal" (the fields the model wrote, or the
     # offline judge's own) or "logprob" (the model's token probabilities, evaluate/logprobs.py).
     score_source: str = "verbal"
+    probability: float | None = None  # P(relevant: true) read from the tokens, if any
 
     def __post_init__(self) -> None:
         if self.score_source not in SCORE_SOURCES:
@@ -278,7 +283,7 @@ class Verdict:
             )
         if self.label is not None and not isinstance(self.label, Relevance):
             raise InputError(f"{where}: label must be a Relevance or None, got {self.label!r}")
-        for name in ("score", "confidence"):
+        for name in ("score", "confidence", "probability"):
             value = getattr(self, name)
             if value is None:
                 continue

@@ -146,7 +146,7 @@ def _index(args: argparse.Namespace, docs: Any, skipped: list[tuple[str, str]]) 
     if first is None:
         also = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
         raise InputError(f"no documents found in {', '.join(args.paths)}{also}")
-    opts = options(args)
+    opts = options(args, judged=False)  # indexing runs no judge
     local = opts.store or (opts.qdrant if not (opts.qdrant or "").startswith("http") else None)
     made = NewFolder(local) if local else None
     # shown from the first write on: a bad first file prints one line

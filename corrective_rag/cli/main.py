@@ -179,6 +179,9 @@ def _loop_flags(p: argparse.ArgumentParser) -> None:
         help="retries of a failed LLM call (429, 5xx, timeouts; default 3)",
     )
     g.add_argument("--policy", default="general", help="filter policy preset (default general)")
+    from corrective_rag.cli.judge_check import judge_flags
+
+    judge_flags(g)
     g.add_argument("--max-iterations", type=_positive, default=3, metavar="N")
     g.add_argument("--top-k", type=_positive, default=5, metavar="K")
     g.add_argument("--min-relevant", type=_positive, default=None, metavar="N")

@@ -9,8 +9,7 @@ likely tokens at its place.
 :func:`value_probabilities` finds, in a JSON grading reply, the token that starts each
 ``"relevant"`` value and returns P(true) / (P(true) + P(false)) from its alternatives, by
 document id. :func:`word_probability` does the same for a one-word yes/no reply (the pointwise
-judge). :func:`calibrated` turns a probability into a verdict's score and confidence, with a
-threshold (fitted by ``judge-check``) mapped onto the verdict scale's ``RELEVANT_FROM``.
+judge). What a probability means for a verdict is :mod:`corrective_rag.evaluate.scoring`'s.
 Pure functions over :class:`~corrective_rag.types.TokenLogprob` tuples; what a server sends is
 untrusted, so anything unexpected yields ``None`` (the verbal fields stay).
 """
@@ -23,14 +22,12 @@ import math
 import re
 from collections.abc import Sequence
 
-from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Relevance, TokenLogprob, Verdict
+from corrective_rag.types import TokenLogprob
 
 __all__ = [
-    "calibrated",
     "side_probability",
     "takes_logprobs",
     "value_probabilities",
-    "with_probability",
     "word_probability",
 ]
 
@@ -124,50 +121,6 @@ def word_probability(
         if place.token.strip(_LEAD):
             return side_probability(place, yes, no)
     return None
-
-
-def calibrated(p: float, threshold: float = 0.5) -> tuple[bool, float, float]:
-    """``(relevant, score, confidence)`` from P(relevant) ``p`` and the decision ``threshold``.
-
-    The score maps ``threshold`` onto ``RELEVANT_FROM`` (piecewise linear, monotone), so that
-    the filter policy's bands keep their meaning for a fitted threshold; the confidence is the
-    score's side: the score for a relevant verdict, one minus it for an irrelevant one.
-    """
-    t = min(max(threshold, 1e-6), 1 - 1e-6)
-    if p < t:
-        score = RELEVANT_FROM * p / t
-    else:
-        score = RELEVANT_FROM + (1 - RELEVANT_FROM) * (p - t) / (1 - t)
-    score = min(max(score, 0.0), 1.0)
-    relevant = score >= RELEVANT_FROM
-    return relevant, score, score if relevant else 1.0 - score
-
-
-def with_probability(verdict: Verdict, p: float, threshold: float = 0.5) -> Verdict:
-    """``verdict`` decided by P(relevant) ``p`` (``score_source="logprob"``).
-
-    Its relevant, label, score and confidence are replaced; its reasoning and missing kept.
-    """
-    relevant, score, confidence = calibrated(p, threshold)
-    label = (
-        Relevance.HIGH
-        if score >= HIGH_FROM
-        else Relevance.MEDIUM
-        if score >= RELEVANT_FROM
-        else Relevance.LOW
-    )
-    return Verdict(
-        verdict.document_id,
-        relevant,
-        label,
-        score,
-        confidence,
-        reasoning=verdict.reasoning,
-        missing=verdict.missing,
-        error=verdict.error,
-        raw=verdict.raw,
-        score_source="logprob",
-    )
 
 
 def takes_logprobs(chat: object) -> bool:

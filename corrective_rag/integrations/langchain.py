@@ -43,6 +43,7 @@ except (
     ) from _missing
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.profile import JudgeProfile
 from corrective_rag.integrations.bridge import (
     check_cap,
     check_embedder,
@@ -59,7 +60,8 @@ from corrective_rag.integrations.bridge import (
     with_limits,
 )
 from corrective_rag.integrations.chat import FrameworkChatModel
-from corrective_rag.protocols import Embedder
+from corrective_rag.integrations.judged import judged_loop
+from corrective_rag.protocols import ChatModel, Embedder, Retriever
 from corrective_rag.store.checks import check_search
 from corrective_rag.types import ChatReply, Document, Hit, RunResult
 
@@ -104,6 +106,26 @@ class CorrectiveRetriever(BaseRetriever):
     top_k: int | None = None
     max_iterations: int | None = None
     last_result: RunResult | None = None
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: JudgeProfile,
+        retriever: Retriever,
+        chat: ChatModel | None = None,
+        *,
+        loop: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> CorrectiveRetriever:
+        """The retriever over a loop that judges with ``profile`` (what ``judge-check`` chose).
+
+        ``retriever`` and ``chat`` are the loop's (e.g. ``LangChainRetriever(store)`` and
+        ``LangChainChatModel(model)``); ``loop`` holds the orchestrator's other keywords
+        (:func:`~corrective_rag.integrations.judged.judged_loop`), ``fields`` this retriever's
+        (``k``, ``top_k``, ...). A profile measured for another model, prompt or call shape is
+        refused (:class:`~corrective_rag.errors.ConfigError`).
+        """
+        return cls(orchestrator=judged_loop(profile, retriever, chat, **dict(loop or {})), **fields)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

@@ -50,6 +50,7 @@ except (
     ) from _missing
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.evaluate.profile import JudgeProfile
 from corrective_rag.integrations.bridge import (
     VERDICT_KEYS,
     check_cap,
@@ -66,12 +67,13 @@ from corrective_rag.integrations.bridge import (
     with_limits,
 )
 from corrective_rag.integrations.chat import FrameworkChatModel
+from corrective_rag.integrations.judged import judged_loop
 from corrective_rag.integrations.llamaindex_filters import (
     in_memory_index,
     matching_node_ids,
     to_metadata_filters,
 )
-from corrective_rag.protocols import Embedder
+from corrective_rag.protocols import ChatModel, Embedder, Retriever
 from corrective_rag.store.checks import check_search
 from corrective_rag.types import ChatReply, Document, Hit, RunResult
 
@@ -164,6 +166,23 @@ class CorrectiveRetriever(BaseRetriever):
         self.max_iterations = max_iterations
         self.last_result: RunResult | None = None
         _seed_tiktoken()
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: JudgeProfile,
+        retriever: Retriever,
+        chat: ChatModel | None = None,
+        *,
+        loop: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> CorrectiveRetriever:
+        """The retriever over a loop that judges with ``profile`` (what ``judge-check`` chose).
+
+        As the LangChain adapter's (:func:`~corrective_rag.integrations.judged.judged_loop`):
+        ``loop`` holds the orchestrator's keywords, ``kwargs`` this retriever's.
+        """
+        return cls(judged_loop(profile, retriever, chat, **dict(loop or {})), **kwargs)
 
     def retrieve(
         self,

@@ -123,8 +123,12 @@ def mask_url(text: str, policy: UrlPolicy = URL_SHOWN) -> str:
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     if not policy.keep_query:
         text = _URL.sub(lambda m: re.split(r"[?#]", m[0], maxsplit=1)[0], text)
-    text = _SEGMENT.sub(lambda m: MASK if looks_like_key(unquote(m[0])) else m[0], text)
+    text = _URL.sub(lambda m: _SEGMENT.sub(_masked_segment, m[0]), text)  # in URLs, not paths
     return _PARAM.sub(_mask_param, text)
+
+
+def _masked_segment(segment: re.Match[str]) -> str:
+    return MASK if looks_like_key(unquote(segment[0])) else segment[0]
 
 
 def url_secrets(url: str) -> tuple[str, ...]:

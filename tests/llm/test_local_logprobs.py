@@ -40,7 +40,8 @@ def test_llama_cpp_verdicts_are_scored_from_token_probabilities():
             max_tokens=200,
             logprobs=5,
         )
-        (verdict,) = LLMEvaluator(chat, batch_size=1).evaluate(QUESTION, DOCS).verdicts
+        scored = LLMEvaluator(chat, batch_size=1, score_by="probability")
+        (verdict,) = scored.evaluate(QUESTION, DOCS).verdicts
         (yes_no,) = PointwiseEvaluator(chat).evaluate(QUESTION, DOCS).verdicts
     # the streamed grading reply's tokens came with their probabilities and spell the reply
     assert reply.logprobs, "llama.cpp sent no logprobs"

@@ -7,7 +7,7 @@ Each reader in :data:`READERS` must answer each of them with one line naming the
 of the package's tree, or for a reader whose policy is to recover, the warning it logs), with
 bounded memory (traced by ``tracemalloc``), and without blocking: the FIFO is refused unopened.
 
-To add a reader (the judge's pairs and calibration files, say), append a :class:`Reader`: its
+To add a reader, append a :class:`Reader`: its
 file name, and a function reading a file of that name in a folder.
 """
 
@@ -162,6 +162,18 @@ def _model_config(path: Path) -> str | None:
     return _raised(lambda: model_config(str(path.parent), path.name))
 
 
+def _judge_profiles(path: Path) -> str | None:
+    from corrective_rag.evaluate.profile_file import read_entries
+
+    return _raised(lambda: read_entries(path))
+
+
+def _judge_pairs(path: Path) -> str | None:
+    from corrective_rag.evaluate.check.pairs import read_pairs
+
+    return _raised(lambda: read_pairs(str(path)))
+
+
 def _model_folder(path: Path) -> str | None:
     """A model folder holding the shipped tokenizer files but for the hostile one."""
     import shutil
@@ -188,6 +200,8 @@ READERS: list[Reader] = [
     Reader("model config.json", "config.json", _model_config),
     Reader("model tokenizer.json", "tokenizer.json", _model_folder),
     Reader("model sentence_bert_config.json", "sentence_bert_config.json", _model_folder),
+    Reader("judge profiles (run, judge-check)", "judge-profiles.json", _judge_profiles),
+    Reader("labelled pairs (judge-check --pairs)", "pairs.jsonl", _judge_pairs),
 ]
 
 

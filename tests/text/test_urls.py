@@ -117,3 +117,11 @@ def test_names_that_are_not_keys_stay() -> None:
         assert not looks_like_key(value), value
     url = "https://gw/openai/deployments/gpt-4o-mini-2024-07-18/chat/completions?api-version=2"
     assert url == mask_url(url)
+
+
+def test_a_file_path_in_a_message_is_no_url_and_keeps_its_folders() -> None:
+    """A folder whose name is a long run of letters and digits is masked in a URL's path only:
+    a file path beside a URL, as judge-check prints its profile's, is shown as it is."""
+    folder = "test_plain_check_grades_the_ju0"
+    text = f"judge at https://gw/{folder}/v1 (profile /tmp/{folder}/profile.json)"
+    assert f"judge at https://gw/***/v1 (profile /tmp/{folder}/profile.json)" == mask_url(text)

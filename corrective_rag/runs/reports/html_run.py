@@ -49,6 +49,9 @@ def _verdict_cells(verdict: Verdict) -> str:
     reason = verdict.reasoning
     if verdict.missing:
         reason += f" (missing: {', '.join(verdict.missing)})"
+    if verdict.probability is not None:  # the model's token probability, recorded or deciding
+        decided = "decided" if verdict.score_source == "logprob" else "recorded"
+        reason += f" [P(true) {verdict.probability:.2f}, {decided}]"
     return (
         f'<td>{esc(label)}</td><td class="num">{num(verdict.score)}</td>'
         f'<td class="num">{num(verdict.confidence)}</td><td>{esc(reason)}</td>'
