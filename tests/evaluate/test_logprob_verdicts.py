@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
 from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
-from corrective_rag.evaluate.logprobs import (
-    calibrated,
-    side_probability,
-    value_probabilities,
-    word_probability,
-)
+from corrective_rag.evaluate.logprobs import calibrated
 from corrective_rag.llm.client import OpenAIChatClient, Retries
-from corrective_rag.llm.reply import read_logprobs
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.testing import Fault, ListRetriever, ScriptedLLMServer
-from corrective_rag.testing.token_logprobs import scripted_logprobs
-from corrective_rag.types import ChatReply, Document, RunResult, TokenLogprob
+from corrective_rag.types import ChatReply, Document, RunResult
 
 QUESTION = "How do volcanoes form magma chambers?"
 ON_TOPIC = "Volcanoes form magma chambers when molten rock pools under the crust."
@@ -138,49 +130,12 @@ def test_one_call_loop_scores_by_probability_with_no_extra_call():
     assert {"logprob"} == {v.score_source for rec in again.history for v in rec.verdicts}
 
 
-def test_ids_map_to_their_own_value_and_escaped_keys_are_not_read():
-    """Each id gets its own value's P(true); a quoted ``"relevant": true`` inside a string not."""
-    text = (
-        '{"verdicts": [{"id": "a", "reasoning": "says \\"relevant\\": true", "relevant": false},'
-        ' {"id": "b", "relevant": true}]}'
-    )
-    tokens = [
-        TokenLogprob(
-            t["token"], t["logprob"], tuple((a["token"], a["logprob"]) for a in t["top_logprobs"])
-        )
-        for t in scripted_logprobs(text, "agree", {"logprobs": True, "top_logprobs": 5})
-    ]
-    found = value_probabilities(text, tokens)
-    assert {"a": pytest.approx(0.2), "b": pytest.approx(0.8)} == found
-    assert {} == value_probabilities(text + " ", tokens)  # tokens that do not spell the text
-
-
-def test_one_listed_side_is_bounded_by_the_smallest_listed_probability():
-    """Only ``true`` listed: ``false`` had at most the smallest listed probability."""
-    place = TokenLogprob(" true", math.log(0.6), ((" true", math.log(0.6)), ("x", math.log(0.2))))
-    assert 0.6 / 0.8 == pytest.approx(side_probability(place, "true", "false"))
-    assert side_probability(TokenLogprob("x", 0.0), "true", "false") is None
-    yes = (TokenLogprob("\n", 0.0), TokenLogprob("Yes", math.log(0.3), (("No", math.log(0.6)),)))
-    assert 1 / 3 == pytest.approx(word_probability(yes))
-
-
 def test_calibration_maps_the_threshold_onto_the_relevant_boundary():
     """P(true) at the threshold scores 0.5; above it relevant, below it not; monotone."""
     assert (True, 0.5, 0.5) == calibrated(0.3, 0.3)
     assert calibrated(0.29, 0.3)[0] is False
     scores = [calibrated(p / 10, 0.3)[1] for p in range(11)]
     assert scores == sorted(scores) and (0.0, 1.0) == (scores[0], scores[-1])
-
-
-def test_malformed_logprobs_from_a_server_are_ignored():
-    """Untrusted logprobs: a wrong type, NaN or too many tokens read as none; extras are cut."""
-    good = {"token": "a", "logprob": -0.1, "top_logprobs": [{"token": "b", "logprob": -1}] * 30}
-    assert 20 == len(read_logprobs({"content": [good]})[0].top)
-    assert read_logprobs({"content": [{"token": 1, "logprob": 0}]}) is None
-    assert read_logprobs({"content": [{"token": "a", "logprob": float("nan")}]}) is None
-    assert read_logprobs({"content": [good] * 20_000}) is None
-    assert read_logprobs("content") is None
-    assert 0.0 == read_logprobs({"content": [{"token": "a", "logprob": 0.5}]})[0].logprob
 
 
 def test_logprobs_keyword_is_checked():
