@@ -123,9 +123,10 @@ def _probability(
 def side_probability(place: TokenLogprob, yes: str, no: str) -> float | None:
     """P(``yes``) / (P(``yes``) + P(``no``)) at one token place, or None when unsound.
 
-    The word mode of :func:`word_probability`: case aside, after spaces, quotes and a colon.
+    The word mode of :func:`word_probability`: tokens are read in lower case (``yes`` and
+    ``no`` are given so), after spaces, quotes and a colon.
     """
-    return _probability(place, (yes.lower(), no.lower()), word=True)
+    return _probability(place, (yes, no), word=True)
 
 
 class _Places:
@@ -137,14 +138,14 @@ class _Places:
         self.tokens = tokens
         texts = [t.token for t in tokens]
         self.joined = "".join(texts)
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        lengths = np.fromiter(map(len, texts), dtype=np.int64)
         self.ends = np.cumsum(lengths)
         self.lengths = lengths
         # The reply inside the tokens' text: all of it, or held once whole (a server that strips
         # a fence or a thinking block from the content); anything else is not read.
-        first = self.joined.find(text) if text else -1
-        once = first >= 0 and self.joined.find(text, first + 1) < 0
-        self.shift: int | None = 0 if self.joined == text else first if once else None
+        first = self.joined.find(text)
+        once = first >= 0 and text not in self.joined[first + 1 :]
+        self.shift: int | None = first if once else None
 
     def probabilities(self, values: Sequence[RelevantValue]) -> list[float | None]:
         """P(true) at the token that writes each value's first character, or None (unsound).

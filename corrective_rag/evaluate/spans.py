@@ -36,7 +36,8 @@ __all__ = ["RelevantValue", "relevant_values"]
 
 _SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, nothing more
 _COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
-_AFTER = re.compile(r"[ \t\n\r]*([,}\]])")
+_NEXT_PAIR = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")  # after an object's value
+_NEXT_ITEM = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")  # after an array's element
 _VALUE_KEYS = re.compile(r'"(relevant|is_relevant)"[ \t\n\r]*:[ \t\n\r]*')
 # the C scanner json.loads uses: the same values, the same ends
 _SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -44,14 +45,6 @@ _SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 class _Unreadable(Exception):
     """The text is not the JSON the parser decoded (cannot happen on a decoded span)."""
-
-
-def _scan(text: str, at: int) -> tuple[Any, int]:
-    """The JSON value at ``at`` and where it ends (json's own scanner)."""
-    try:
-        return _SCAN(text, at)
-    except StopIteration:  # no value there (a generator must not let StopIteration out)
-        raise _Unreadable from None
 
 
 class RelevantValue(NamedTuple):
@@ -74,8 +67,7 @@ class _Verdicts(NamedTuple):
     items: list[Any]
     start: int  # the text from start to end holds them (and commas and spaces between)
     end: int
-    array: int | None  # where their array opens, or None when ``spans`` are given
-    spans: list[tuple[int, int]] | None
+    starts: list[int] | None  # where each opens; None: in the array at ``start``, to walk
 
 
 def relevant_values(text: str, ids: Sequence[str] | None = None) -> list[RelevantValue]:
@@ -103,10 +95,13 @@ def _values(text: str, sent: list[str] | None) -> list[RelevantValue]:
     verdicts = _verdicts(text, sent)
     if verdicts is None:
         return []
-    offsets = _counted(text, verdicts) or _walked(text, verdicts)
+    offsets = _counted(text, verdicts)
+    if offsets is None:
+        offsets = _walked(text, verdicts)
     only = None if sent is None else set(sent)
     out: list[RelevantValue] = []
-    for item, offset in zip(verdicts.items, offsets, strict=True):
+    for index, item in enumerate(verdicts.items):
+        offset = offsets[index]
         if offset is None:
             continue
         doc_id = verdict_id(item)
@@ -115,7 +110,7 @@ def _values(text: str, sent: list[str] | None) -> list[RelevantValue]:
         if not isinstance(doc_id, str) or (only is not None and doc_id not in only):
             continue
         value = item["relevant" if "relevant" in item else "is_relevant"]
-        if type(value) is bool and text.startswith("true" if value else "false", offset):
+        if type(value) is bool:
             out.append(RelevantValue(doc_id, offset, value))
     return out
 
@@ -126,19 +121,19 @@ def _verdicts(text: str, sent: list[str] | None) -> _Verdicts | None:
     listed = None if top is None else top[0].get("verdicts")
     if listed is not None:
         value, value_start, value_end = listed
-        if not isinstance(value, list):
+        if type(value) is not list:
             return None  # the parser refuses a reply whose "verdicts" is no list
-        return _Verdicts(value, value_start, value_end, value_start, None)
+        return _Verdicts(value, value_start, value_end, None)
     salvaged = complete_items_at(text, "verdicts")
     if salvaged:
-        spans = [(s, e) for _, s, e in salvaged]
-        return _Verdicts([v for v, _, _ in salvaged], spans[0][0], spans[-1][1], None, spans)
+        starts = [start for _, start, _ in salvaged]
+        return _Verdicts([v for v, _, _ in salvaged], starts[0], salvaged[-1][2], starts)
     if top is None or not any(k in top[0] for k in ("relevant", "score", "label")):
         return None
     if sent is not None and len(sent) != 1:
         return None  # the parser reads a bare verdict only from a call for one document
     obj = {key: value for key, (value, _, _) in top[0].items()}
-    return _Verdicts([obj], top[1], top[2], None, [(top[1], top[2])])
+    return _Verdicts([obj], top[1], top[2], [top[1]])
 
 
 def _top(text: str) -> tuple[dict[str, tuple[Any, int, int]], int, int] | None:
@@ -148,12 +143,11 @@ def _top(text: str) -> tuple[dict[str, tuple[Any, int, int]], int, int] | None:
     the walk succeeds exactly where ``json.loads`` does (the same scanner, the same string
     rule), which is the parser's strict reading. Otherwise the parser's lenient search finds it.
     """
-    stripped = text.strip()
     lead = len(text) - len(text.lstrip())
     if text.startswith("{", lead):
         with contextlib.suppress(_Unreadable, ValueError, RecursionError):
             last, end = _object(text, lead)
-            if _SPACE.match(text, end).end() == lead + len(stripped):  # type: ignore[union-attr]
+            if end == len(text.rstrip()):
                 return last, lead, end
     try:
         _, start, end = find_json_object(text, strict=False)
@@ -164,12 +158,12 @@ def _top(text: str) -> tuple[dict[str, tuple[Any, int, int]], int, int] | None:
 
 
 def _object(text: str, start: int) -> tuple[dict[str, tuple[Any, int, int]], int]:
-    """The last ``(value, value_start, value_end)`` of each key of the object at ``start``."""
+    """Each key's last ``(value, value_start, value_end)`` in the object at ``start``; its end."""
     last: dict[str, tuple[Any, int, int]] = {}
     end = start + 1
     for name, value, value_start, end in _pairs(text, start):
         last[name] = (value, value_start, end)
-    return last, _AFTER.match(text, end).end()  # type: ignore[union-attr]
+    return last, text.index("}", end) + 1
 
 
 def _counted(text: str, verdicts: _Verdicts) -> list[int | None] | None:
@@ -183,7 +177,7 @@ def _counted(text: str, verdicts: _Verdicts) -> list[int | None] | None:
     items, start, end = verdicts.items, verdicts.start, verdicts.end
     if not all(type(item) is dict for item in items):
         return None
-    if text.count("{", start, end) != len(items) or text.find("\\u", start, end) >= 0:
+    if text.count("{", start, end) != len(items) or "\\u" in text[start:end]:
         return None
     found: dict[str, list[int]] = {"relevant": [], "is_relevant": []}
     for match in _VALUE_KEYS.finditer(text, start, end):
@@ -209,15 +203,15 @@ def _counted(text: str, verdicts: _Verdicts) -> list[int | None] | None:
 
 def _walked(text: str, verdicts: _Verdicts) -> list[int | None]:
     """Each verdict's value offset by walking its keys one by one (any JSON)."""
-    spans = verdicts.spans
-    if spans is None:
-        spans = [(s, e) for _, s, e in _elements(text, verdicts.array or 0)]
+    starts = verdicts.starts
+    if starts is None:
+        starts = _elements(text, verdicts.start)
     offsets: list[int | None] = []
-    for item, (start, _) in zip(verdicts.items, spans, strict=True):
+    for index, item in enumerate(verdicts.items):
         last = None
         if type(item) is dict:
             key = "relevant" if "relevant" in item else "is_relevant"
-            for name, _, value_start, _ in _pairs(text, start):
+            for name, _, value_start, _ in _pairs(text, starts[index]):
                 if name == key:
                     last = value_start
         offsets.append(last)
@@ -242,26 +236,32 @@ def _pairs(text: str, start: int) -> Iterator[tuple[str, Any, int, int]]:
             raise _Unreadable
         value, end = _scan(text, colon.end())
         yield name, value, colon.end(), end
-        after = _AFTER.match(text, end)
-        if after is None or after.group(1) == "]":
+        after = _NEXT_PAIR.match(text, end)
+        if after is None:
             raise _Unreadable
         if after.group(1) == "}":
             return
-        pos = _SPACE.match(text, after.end()).end()  # type: ignore[union-attr]
+        pos = after.end()
 
 
-def _elements(text: str, start: int) -> list[tuple[Any, int, int]]:
-    """``(value, start, end)`` of each element of the array at ``start``."""
-    out: list[tuple[Any, int, int]] = []
+def _elements(text: str, start: int) -> list[int]:
+    """Where each element of the array at ``start`` opens (the array holds one or more)."""
+    out: list[int] = []
     pos = _SPACE.match(text, start + 1).end()  # type: ignore[union-attr]
-    if text.startswith("]", pos):
-        return out
     while True:
-        value, end = _scan(text, pos)
-        out.append((value, pos, end))
-        after = _AFTER.match(text, end)
-        if after is None or after.group(1) == "}":
+        out.append(pos)
+        _, end = _scan(text, pos)
+        after = _NEXT_ITEM.match(text, end)
+        if after is None:
             raise _Unreadable
         if after.group(1) == "]":
             return out
-        pos = _SPACE.match(text, after.end()).end()  # type: ignore[union-attr]
+        pos = after.end()
+
+
+def _scan(text: str, at: int) -> tuple[Any, int]:
+    """The JSON value at ``at`` and where it ends (json's own scanner)."""
+    try:
+        return _SCAN(text, at)
+    except StopIteration:  # no value there (a generator must not let StopIteration out)
+        raise _Unreadable from None

@@ -27,18 +27,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.logprob_reader import long_reply
-from corrective_rag.calls import Retries
-from corrective_rag.evaluate.cache import VerdictCache
-from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.logprobs import (
     side_probability,
     value_probabilities,
     word_probability,
 )
 from corrective_rag.evaluate.spans import relevant_values
-from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.reply import read_logprobs
-from corrective_rag.testing import ScriptedLLMServer, TokenScript
+from corrective_rag.testing import TokenScript
+from corrective_rag.testing.token_logprobs import lay_out, scripted_logprobs, token_script
 from corrective_rag.types import Document, TokenLogprob
 
 QUESTION = "How do volcanoes form magma chambers?"
@@ -132,7 +129,7 @@ PAIR = st.one_of(
 VERDICT = st.lists(PAIR, min_size=1, max_size=7)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(VERDICT, min_size=1, max_size=5), st.booleans(), st.sampled_from([1, 3]))
 def test_each_verdict_is_read_at_the_value_the_parser_keeps(verdicts, compact, sent_count):
     """Any mix of id keys, repeated keys, nested objects and quoted keys: each id gets the
@@ -182,19 +179,6 @@ def test_issue_cases_map_as_the_parser_does():
     assert (True, escaped.index("true")) == (value.value, value.offset)
 
 
-def test_ids_agree_with_the_evaluators_parser():
-    """For the issue's replies the parser's verdict ids are the reader's ids, value for value."""
-    text = (
-        '{"verdicts": [{"doc_id": "b", "id": "a", "relevant": true},'
-        ' {"id": "b", "details": {"id": "a", "relevant": true}, "relevant": false}]}'
-    )
-    with ScriptedLLMServer() as srv:
-        evaluator = LLMEvaluator(OpenAIChatClient(srv.base_url, "scripted"), logprobs=None)
-        found, _ = evaluator._parse(text, ["a", "b"])
-    values = {v.document_id: v.value for v in relevant_values(text, ["a", "b"])}
-    assert {k: v.relevant for k, v in found.items()} == values
-
-
 def test_a_cut_reply_a_fenced_reply_and_a_bare_verdict_are_read_as_parsed():
     """The parser salvages a cut reply's complete verdicts, skips a fence, reads a bare object."""
     cut = '{"verdicts": [{"id": "a", "relevant": true}, {"id": "b", "relevant": fal'
@@ -207,6 +191,15 @@ def test_a_cut_reply_a_fenced_reply_and_a_bare_verdict_are_read_as_parsed():
     assert [] == relevant_values(bare, ["a", "b"])  # a bare verdict for two documents: none
     assert [] == relevant_values('{"verdicts": {"id": "a", "relevant": true}}', ["a"])
     assert [] == relevant_values("no json", ["a"])
+    # the same, walked key by key: a bare verdict repeating its key, a cut reply nesting one
+    bare = '{"relevant": false, "score": 0.9, "relevant": true}'
+    assert [("a", bare.rindex("true"), True)] == relevant_values(bare, ["a"])
+    cut = '{"verdicts": [{"id": "a", "x": {"relevant": false}, "relevant": true}, {"id": "b'
+    assert [("a", cut.index("true"), True)] == relevant_values(cut, ["a", "b"])
+    empty = '{"verdicts": [{}, {"id": "a", "x": {}, "relevant": true}]}'
+    assert [("a", empty.index("true"), True)] == relevant_values(empty, ["a"])
+    assert [] == relevant_values('{"verdicts": []}', ["a"])
+    assert [] == relevant_values(None, ["a"])  # type: ignore[arg-type]
 
 
 def test_an_id_answered_twice_is_read_at_its_first_answer_only():
@@ -273,7 +266,8 @@ def test_the_value_inside_a_larger_token_is_read_at_the_value():
         0.7,
         ('"relevant": false', 0.2),  # the same text before, a space aside: false
         ('"relevant":', 0.05),  # writes no value: neither side
-        ('"reason', 0.05),  # another text before: neither side
+        ('"reason', 0.04),  # another text before: neither side
+        ('"rel', 0.01),  # shorter than the text before the value: neither side
     )
     tokens = [certain(text[:cut]), value, certain(text[cut + len(token) :])]
     assert {"a": pytest.approx(0.7 / 0.9)} == value_probabilities(text, tokens)
@@ -293,6 +287,9 @@ def test_tokens_that_hold_the_reply_once_are_read_and_others_not():
     tokens = tokens_for(TEXT, {AT_A: 0.1, AT_B: 0.8})
     fenced = [certain("<think>x</think>```json\n"), *tokens, certain("\n```")]
     assert {"a": 0.1, "b": 0.8} == pytest.approx(value_probabilities(TEXT, fenced))
+    trailed = [*tokens, certain("\n```")]
+    assert {"a": 0.1, "b": 0.8} == pytest.approx(value_probabilities(TEXT, trailed))
+    assert {} == value_probabilities(None, tokens)  # type: ignore[arg-type]
     assert {} == value_probabilities(TEXT + " ", tokens)
     assert {} == value_probabilities(TEXT, [*tokens, *tokens])
     assert {} == value_probabilities(TEXT, [])
@@ -309,9 +306,9 @@ def test_word_probability_reads_the_first_word_soundly():
     assert word_probability([nan]) is None
     assert side_probability(TokenLogprob("x", 0.0), "true", "false") is None
     assert word_probability([TokenLogprob(" ", 0.0)]) is None
+    quoted = [certain('"'), place("Yes", 0.6, ("No", 0.4))]  # a quote before the word
+    assert 0.6 == pytest.approx(word_probability(quoted))
 
-
-# -- the scripted server, through the client --------------------------------------------------
 
 SCRIPTS = [
     TokenScript(layout=layout, split=split, alternatives=alternatives)
@@ -319,55 +316,33 @@ SCRIPTS = [
     for split in ("word", "halves", "joined", "inside")
     for alternatives in ("opposite", "spellings")
 ]
-
-
-def client(server: ScriptedLLMServer) -> OpenAIChatClient:
-    return OpenAIChatClient(server.base_url, "scripted", retries=Retries(max_retries=0))
-
-
 GRADED = json.dumps(
     {"verdicts": [{"id": "on", "relevant": True, "score": 0.9}, {"id": "off", "relevant": False}]}
 )
+
+
+def scripted(text: str, script: TokenScript | str) -> tuple[str, list[TokenLogprob]]:
+    """The reply and tokens the scripted server sends for ``text`` (as the client reads them)."""
+    text = lay_out(text, token_script(script))
+    sent = scripted_logprobs(text, script, {"logprobs": True, "top_logprobs": 5})
+    return text, list(read_logprobs({"content": sent}, text) or ())
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: f"{s.layout}-{s.split}-{s.alternatives}")
 def test_every_layout_and_token_split_is_read_at_the_written_probability(script):
     """Compact, spaced and indented JSON; a value alone, in halves, with its key, inside a
     larger token; one spelling or several: P(true) is what the server put on it."""
-    with ScriptedLLMServer(reply=lambda r: GRADED, logprobs=script) as srv:
-        reply = client(srv).complete([{"role": "user", "content": "grade"}], logprobs=5)
-    assert ('"relevant":true' in reply.text) == (script.layout == "compact")
-    assert {"on": 0.8, "off": 0.2} == pytest.approx(value_probabilities(reply.text, reply.logprobs))
+    text, tokens = scripted(GRADED, script)
+    assert ('"relevant":true' in text) == (script.layout == "compact")
+    assert {"on": 0.8, "off": 0.2} == pytest.approx(value_probabilities(text, tokens))
 
 
 @pytest.mark.parametrize("alternatives", ["none", "self"])
-def test_a_server_listing_no_alternative_leaves_the_verdicts_verbal(alternatives):
-    """top_logprobs [] or only the token itself: no probability is read; the verdict is the
-    model's written one (never 0.5)."""
-    script = TokenScript(alternatives=alternatives)
-    with ScriptedLLMServer(reply=lambda r: GRADED, logprobs=script) as srv:
-        chat = client(srv)
-        reply = chat.complete([{"role": "user", "content": "x"}], logprobs=5)
-        evaluation = LLMEvaluator(chat, cache=VerdictCache(0)).evaluate(QUESTION, DOCS)
-    assert reply.logprobs
-    assert {} == value_probabilities(reply.text, reply.logprobs)
-    on, off = evaluation.verdicts
-    assert ("verbal", "verbal") == (on.score_source, off.score_source)
-    assert (True, 0.9, False) == (on.relevant, on.score, off.relevant)
-
-
-@pytest.mark.parametrize("streaming", [True, False])
-def test_a_character_split_over_two_tokens_is_rebuilt_from_bytes(streaming):
-    """OpenAI's bytes: a character whose bytes two tokens share; the tokens spell the reply."""
-    text = json.dumps(
-        {"verdicts": [{"id": "été", "relevant": True, "reasoning": "蜜蜂 🌸"}]}, ensure_ascii=False
-    )
-    script = TokenScript(split_characters=True)
-    with ScriptedLLMServer(reply=lambda r: text, logprobs=script, streaming=streaming) as srv:
-        reply = client(srv).complete([{"role": "user", "content": "x"}], logprobs=5)
-    assert text == reply.text
-    assert text == "".join(t.token for t in reply.logprobs)
-    assert {"été": pytest.approx(0.8)} == value_probabilities(reply.text, reply.logprobs)
+def test_a_script_listing_no_alternative_gives_no_probability(alternatives):
+    """top_logprobs [] or only the token itself: nothing is read from the reply."""
+    text, tokens = scripted(GRADED, TokenScript(alternatives=alternatives))
+    assert tokens
+    assert {} == value_probabilities(text, tokens)
 
 
 def test_token_strings_that_spell_the_reply_are_kept_as_sent():
@@ -389,16 +364,6 @@ def test_malformed_logprobs_are_dropped_and_odd_numbers_kept_for_the_reader():
     assert read_logprobs("content") is None
     assert math.isnan(read_logprobs({"content": [{"token": "a", "logprob": math.nan}]})[0].logprob)
     assert 0.5 == read_logprobs({"content": [{"token": "a", "logprob": 0.5}]})[0].logprob
-
-
-def test_tokens_holding_the_api_key_are_dropped():
-    """A reply echoing the key is redacted; its tokens would carry the key: none are kept."""
-    key = "sk-CANARY-7f3e9a1b2c"
-    with ScriptedLLMServer(reply=lambda r: f"the key is {key}", logprobs="agree") as srv:
-        chat = OpenAIChatClient(srv.base_url, "scripted", api_key=key)
-        reply = chat.complete([{"role": "user", "content": "x"}], logprobs=5)
-    assert key not in reply.text
-    assert reply.logprobs is None
 
 
 def test_thirty_thousand_verdicts_in_four_megabytes_are_all_read_right():
