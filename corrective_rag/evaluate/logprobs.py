@@ -154,16 +154,17 @@ class _Places:
         """
         import numpy as np
 
-        at = np.fromiter((v.offset for v in values), dtype=np.int64, count=len(values))
+        at = np.fromiter((v.offset for v in values), dtype=np.int64)
         at += self.shift or 0
         # the first token ending after the character is the one that writes it (an empty
         # token there ends where it starts and is passed over)
         index = np.searchsorted(self.ends, at, side="right")
         starts = (self.ends[index] - self.lengths[index]).tolist()
-        out: list[float | None] = []
-        for i, start, offset in zip(index.tolist(), starts, at.tolist(), strict=True):
-            out.append(_probability(self.tokens[i], _BOOLEAN, self.joined[start:offset]))
-        return out
+        places, offsets = index.tolist(), at.tolist()
+        return [
+            _probability(self.tokens[i], _BOOLEAN, self.joined[starts[k] : offsets[k]])
+            for k, i in enumerate(places)
+        ]
 
 
 def value_probabilities(
@@ -188,7 +189,12 @@ def value_probabilities(
             answered.add(value.document_id)
             first.append(value)
     read = places.probabilities(first)
-    return {v.document_id: p for v, p in zip(first, read, strict=True) if p is not None}
+    found: dict[str, float] = {}
+    for k, value in enumerate(first):
+        p = read[k]
+        if p is not None:
+            found[value.document_id] = p
+    return found
 
 
 def word_probability(

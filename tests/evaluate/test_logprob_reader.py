@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.logprob_reader import long_reply
+from corrective_rag.evaluate import spans
 from corrective_rag.evaluate.logprobs import (
     side_probability,
     value_probabilities,
@@ -36,12 +37,7 @@ from corrective_rag.evaluate.spans import relevant_values
 from corrective_rag.llm.reply import read_logprobs
 from corrective_rag.testing import TokenScript
 from corrective_rag.testing.token_logprobs import lay_out, scripted_logprobs, token_script
-from corrective_rag.types import Document, TokenLogprob
-
-QUESTION = "How do volcanoes form magma chambers?"
-ON = "Volcanoes form magma chambers when molten rock pools under the crust."
-OFF = "The stock market closed higher after bank earnings."
-DOCS = [Document("on", ON), Document("off", OFF)]
+from corrective_rag.types import TokenLogprob
 
 
 def place(token: str, p: float, *alternatives: tuple[str, float]) -> TokenLogprob:
@@ -173,6 +169,17 @@ def test_issue_cases_map_as_the_parser_does():
     chances = {offsets[0]: 0.9, offsets[1]: 0.3, offsets[2]: 0.6, nested: 0.99, dropped: 0.01}
     read = value_probabilities(text, tokens_for(text, chances), ids=["a", "b", "c"])
     assert {"a": 0.9, "b": 0.3, "c": 0.6} == pytest.approx(read)
+    # the verdicts are the object's own, under its last "verdicts" key
+    nested = (
+        '{"x": {"verdicts": [{"id": "a", "relevant": false}]},'
+        ' "verdicts": [{"id": "a", "relevant": true}]}'
+    )
+    assert [("a", nested.index("true"), True)] == relevant_values(nested, ["a"])
+    twice = (
+        '{"verdicts": [{"id": "a", "relevant": false}],'
+        ' "verdicts": [{"id": "a", "relevant": true}]}'
+    )
+    assert [("a", twice.index("true"), True)] == relevant_values(twice, ["a"])
     # a key spelled with an escape is the same key to json
     escaped = '{"verdicts": [{"id": "a", "relevant": false, "rel\\u0065vant": true}]}'
     (value,) = relevant_values(escaped, ["a"])
@@ -189,6 +196,9 @@ def test_a_cut_reply_a_fenced_reply_and_a_bare_verdict_are_read_as_parsed():
     bare = '{"relevant": true, "score": 0.9}'
     assert [("a", True)] == [(v.document_id, v.value) for v in relevant_values(bare, ["a"])]
     assert [] == relevant_values(bare, ["a", "b"])  # a bare verdict for two documents: none
+    named = '{"id": "a", "relevant": true}'
+    assert [] == relevant_values(named, ["a", "b"])
+    assert [("a", named.index("true"), True)] == relevant_values(named, ["a"])
     assert [] == relevant_values('{"verdicts": {"id": "a", "relevant": true}}', ["a"])
     assert [] == relevant_values("no json", ["a"])
     # the same, walked key by key: a bare verdict repeating its key, a cut reply nesting one
@@ -200,6 +210,50 @@ def test_a_cut_reply_a_fenced_reply_and_a_bare_verdict_are_read_as_parsed():
     assert [("a", empty.index("true"), True)] == relevant_values(empty, ["a"])
     assert [] == relevant_values('{"verdicts": []}', ["a"])
     assert [] == relevant_values(None, ["a"])  # type: ignore[arg-type]
+
+
+def test_the_object_is_the_one_the_parser_picks():
+    """Prose or a bare verdict before a fenced reply: the fence is read first, as the lenient
+    parser reads it (here with a key json spells ``verdicts`` but no pattern finds); a bare
+    verdict is a verdict only with ``relevant``, ``score`` or ``label``; deep nesting before the
+    verdicts is passed over as the parser passes over it."""
+    fenced = (
+        '{"id": "a", "relevant": false}\n```json\n'
+        '{"verd\\u0069cts": [{"id": "a", "relevant": true}]}\n```'
+    )
+    assert [("a", fenced.index("true"), True)] == relevant_values(fenced, ["a"])
+    for bare in ('{"is_relevant": true, "score": 0.9}', '{"is_relevant": true, "label": "high"}'):
+        assert [("a", bare.index("true"), True)] == relevant_values(bare, ["a"])
+    assert [] == relevant_values('{"is_relevant": true}', ["a"])
+    deep = '{"x": ' + "[" * 3000 + "]" * 3000 + ', "verdicts": [{"id": "a", "relevant": true}]}'
+    assert [("a", deep.index("true"), True)] == relevant_values(deep, ["a"])
+
+
+def test_the_key_count_pass_and_the_key_walk_agree():
+    """Two ways to the same offsets: flat verdicts are counted in one pass (the fast way, as
+    the parser's verdict list, a cut reply's or a bare verdict), and the count agrees with the
+    walk; verdicts holding objects or a repeated key are walked."""
+    flat = [
+        ('{"verdicts": [{"id": "a", "relevant": true}, {"id": "b", "is_relevant": false}]}', 2),
+        ('{"verdicts": [{"id": "a", "relevant": true, "is_relevant": false}, {"id": "b', 1),
+        ('{"id": "a", "relevant": true}', 1),
+        ('  {"verdicts":[{"id":"a","relevant":false,"missing":["x"]}]}  ', 1),
+    ]
+    for text, count in flat:
+        verdicts = spans._verdicts(text, None)
+        assert verdicts is not None and count == len(verdicts.items)
+        assert spans._walked(text, verdicts) == spans._counted(text, verdicts)
+    walked = [
+        '{"verdicts": [{"id": "a", "x": {"relevant": false}, "relevant": true}]}',
+        '{"verdicts": [{"id": "a", "relevant": false, "relevant": true}]}',
+        '{"verdicts": [{"id": "a", "reasoning": "\\u00e9", "relevant": true}]}',
+        '{"verdicts": [{"id": "a", "x\\"relevant": 1, "relevant": true}]}',
+    ]
+    for text in walked:
+        verdicts = spans._verdicts(text, None)
+        assert verdicts is not None
+        assert spans._counted(text, verdicts) is None
+        assert [text.rindex("true")] == spans._walked(text, verdicts)
 
 
 def test_an_id_answered_twice_is_read_at_its_first_answer_only():
