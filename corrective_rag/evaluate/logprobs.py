@@ -100,12 +100,10 @@ def _probability(
     if len(listed) < 2:
         return None
     mass = [0.0, 0.0]
-    lowest = 0.0
     for token, logprob in listed.items():
         if not -math.inf < logprob <= 0.0:  # NaN fails every comparison
             return None
-        lowest = min(lowest, logprob)
-        rest = _after(token, before) if before else token
+        rest = _after(token, before)
         if rest is None:
             continue
         rest = rest.lstrip(lead)
@@ -115,7 +113,7 @@ def _probability(
     yes, no = mass
     if yes == 0.0 and no == 0.0:
         return None
-    floor = math.exp(lowest)
+    floor = math.exp(min(listed.values()))
     yes, no = yes or floor, no or floor
     return yes / (yes + no)
 

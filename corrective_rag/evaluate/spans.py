@@ -21,7 +21,6 @@ walked key by key.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -139,31 +138,19 @@ def _verdicts(text: str, sent: list[str] | None) -> _Verdicts | None:
 def _top(text: str) -> tuple[dict[str, tuple[Any, int, int]], int, int] | None:
     """The object the parser reads, as ``(last pair of each key, start, end)``, or None.
 
-    A reply that is one object (spaces around it) is walked at once, each value decoded once:
-    the walk succeeds exactly where ``json.loads`` does (the same scanner, the same string
-    rule), which is the parser's strict reading. Otherwise the parser's lenient search finds it.
+    Found by the parser's own search (:func:`~corrective_rag.llm.jsonparse.find_json_object`),
+    then walked for where each key's last value is.
     """
-    lead = len(text) - len(text.lstrip())
-    if text.startswith("{", lead):
-        with contextlib.suppress(_Unreadable, ValueError, RecursionError):
-            last, end = _object(text, lead)
-            if end == len(text.rstrip()):
-                return last, lead, end
     try:
         _, start, end = find_json_object(text, strict=False)
     except VerdictParseError:
         return None
-    last, _ = _object(text, start)
-    return last, start, end
+    return _object(text, start), start, end
 
 
-def _object(text: str, start: int) -> tuple[dict[str, tuple[Any, int, int]], int]:
-    """Each key's last ``(value, value_start, value_end)`` in the object at ``start``; its end."""
-    last: dict[str, tuple[Any, int, int]] = {}
-    end = start + 1
-    for name, value, value_start, end in _pairs(text, start):
-        last[name] = (value, value_start, end)
-    return last, text.index("}", end) + 1
+def _object(text: str, start: int) -> dict[str, tuple[Any, int, int]]:
+    """Each key's last ``(value, value_start, value_end)`` in the object at ``start``."""
+    return {name: (value, first, end) for name, value, first, end in _pairs(text, start)}
 
 
 def _counted(text: str, verdicts: _Verdicts) -> list[int | None] | None:
@@ -230,7 +217,7 @@ def _pairs(text: str, start: int) -> Iterator[tuple[str, Any, int, int]]:
     while True:
         if not text.startswith('"', pos):
             raise _Unreadable
-        name, pos = scanstring(text, pos + 1, True)
+        name, pos = scanstring(text, pos + 1)  # strict, as json.loads
         colon = _COLON.match(text, pos)
         if colon is None:
             raise _Unreadable

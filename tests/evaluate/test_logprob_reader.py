@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.logprob_reader import long_reply
@@ -125,7 +125,7 @@ PAIR = st.one_of(
 VERDICT = st.lists(PAIR, min_size=1, max_size=7)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(VERDICT, min_size=1, max_size=5), st.booleans(), st.sampled_from([1, 3]))
 def test_each_verdict_is_read_at_the_value_the_parser_keeps(verdicts, compact, sent_count):
     """Any mix of id keys, repeated keys, nested objects and quoted keys: each id gets the
@@ -304,10 +304,23 @@ def test_alternatives_of_one_side_are_summed():
 
 
 def test_one_listed_side_is_bounded_by_the_smallest_listed_probability():
-    """Only ``true`` listed: ``false`` had at most the smallest listed probability."""
-    tokens = [certain('{"relevant": '), place("true", 0.6, ("x", 0.2)), certain("}")]
-    read = value_probabilities('{"relevant": true}', tokens, ids=["a"])
-    assert {"a": pytest.approx(0.6 / 0.8)} == read
+    """Only one side listed: the other had at most the smallest listed probability."""
+    for text, chosen, expected in (("true", 0.6, 0.6 / 0.8), ("false", 0.6, 0.2 / 0.8)):
+        tokens = [certain('{"relevant": '), place(text, chosen, ("x", 0.2)), certain("}")]
+        read = value_probabilities(f'{{"relevant": {text}}}', tokens, ids=["a"])
+        assert {"a": pytest.approx(expected)} == read
+
+
+def test_only_a_json_boolean_counts_for_a_side_at_a_value():
+    """At a JSON value, ``True`` and a quoted ``"false"`` are no booleans (json would not read
+    them so) and count for no side; a certain token (log probability 0) is read."""
+    text = '{"relevant": true}'
+    value = place(" true", 0.5, (" True", 0.2), (' "false"', 0.2), (" false", 0.1))
+    tokens = [certain('{"relevant":'), value, certain("}")]
+    assert {"a": pytest.approx(0.5 / 0.6)} == value_probabilities(text, tokens, ids=["a"])
+    sure = TokenLogprob(" true", 0.0, ((" true", 0.0), (" false", -30.0)))
+    tokens = [certain('{"relevant":'), sure, certain("}")]
+    assert {"a": pytest.approx(1.0)} == value_probabilities(text, tokens, ids=["a"])
 
 
 def test_the_value_inside_a_larger_token_is_read_at_the_value():
@@ -318,9 +331,9 @@ def test_the_value_inside_a_larger_token_is_read_at_the_value():
     value = place(
         token,
         0.7,
+        ('"reason', 0.04),  # another text before: neither side
         ('"relevant": false', 0.2),  # the same text before, a space aside: false
         ('"relevant":', 0.05),  # writes no value: neither side
-        ('"reason', 0.04),  # another text before: neither side
         ('"rel', 0.01),  # shorter than the text before the value: neither side
     )
     tokens = [certain(text[:cut]), value, certain(text[cut + len(token) :])]
@@ -362,6 +375,8 @@ def test_word_probability_reads_the_first_word_soundly():
     assert word_probability([TokenLogprob(" ", 0.0)]) is None
     quoted = [certain('"'), place("Yes", 0.6, ("No", 0.4))]  # a quote before the word
     assert 0.6 == pytest.approx(word_probability(quoted))
+    assert 0.7 == pytest.approx(word_probability([place('"Yes', 0.7, ('"no', 0.3))]))
+    assert word_probability([place("Maybe", 0.5, ("Perhaps", 0.5))]) is None
 
 
 SCRIPTS = [
