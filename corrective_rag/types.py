@@ -363,8 +363,10 @@ class TokenLogprob:
     """One generated token, its log probability, and the most likely tokens at its place.
 
     Attributes:
-        token: the token's text.
-        logprob: its natural log probability (<= 0).
+        token: the token's text (the tokens of a reply spell its text).
+        logprob: its natural log probability as the server sent it: a place holding NaN, an
+            infinity or a value above 0 is refused by the readers
+            (:mod:`corrective_rag.evaluate.logprobs`).
         top: ``(token, logprob)`` of the most likely tokens at this place, as the server sent.
     """
 

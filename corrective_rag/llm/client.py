@@ -69,6 +69,7 @@ from corrective_rag.llm.failures import (
     rejects_logprobs,
     rejects_stream,
 )
+from corrective_rag.llm.options import top_logprobs_asked
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.pricing import Pricing
 from corrective_rag.llm.reply import read_reply
@@ -246,12 +247,15 @@ class OpenAIChatClient:
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
-        logprobs: int | None = None,
+        logprobs: bool | int | None = None,
     ) -> ChatReply:
         """Return the assistant's reply to ``messages`` (see the module docstring).
 
-        ``logprobs``: ask for each token's log probability and this many alternatives
-        (``logprobs: true, top_logprobs: N``, 0..20) in ``ChatReply.logprobs``; a server that
+        ``logprobs``, as OpenAI's chat API reads ``logprobs`` and ``top_logprobs``: ``True``
+        asks for each reply token's log probability with
+        :data:`~corrective_rag.llm.options.DEFAULT_TOP_LOGPROBS`
+        alternatives each, an int 0..20 with that many (0: the chosen tokens' own only),
+        ``None`` or ``False`` for none. They come back in ``ChatReply.logprobs``; a server that
         refuses the field is asked again without it, and from then on never with it.
 
         Raises:
@@ -266,15 +270,12 @@ class OpenAIChatClient:
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
         if not finite(temperature) or not 0.0 <= temperature <= 2.0:
             raise InputError(f"temperature must be in 0..2, got {temperature!r}")
-        if logprobs is not None and not (
-            isinstance(logprobs, int) and not isinstance(logprobs, bool) and 0 <= logprobs <= 20
-        ):
-            raise InputError(f"logprobs must be an int in 0..20 or None, got {logprobs!r}")
+        top_logprobs = top_logprobs_asked(logprobs)
         while True:
             mode = self.structured_mode if json_schema is not None else None
             payload = self._payload(msgs, json_schema, mode, max_tokens, float(temperature))
-            if logprobs is not None and self._logprobs_taken:
-                payload.update(logprobs=True, top_logprobs=logprobs)
+            if top_logprobs is not None and self._logprobs_taken:
+                payload.update(logprobs=True, top_logprobs=top_logprobs)
             try:
                 return self._with_retries(payload, msgs)
             except LLMResponseError as exc:

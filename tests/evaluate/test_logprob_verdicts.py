@@ -167,14 +167,21 @@ def test_one_listed_side_is_bounded_by_the_smallest_listed_probability():
 
 
 def test_malformed_logprobs_from_a_server_are_ignored():
-    """Untrusted logprobs: a wrong type, NaN or too many tokens read as none; extras are cut."""
+    """Untrusted logprobs: a wrong type or too many tokens read as none, extras are cut, and a
+    NaN or a positive log probability is kept as sent but gives no probability."""
     good = {"token": "a", "logprob": -0.1, "top_logprobs": [{"token": "b", "logprob": -1}] * 30}
     assert 20 == len(read_logprobs({"content": [good]})[0].top)
     assert read_logprobs({"content": [{"token": 1, "logprob": 0}]}) is None
-    assert read_logprobs({"content": [{"token": "a", "logprob": float("nan")}]}) is None
+    nan = {
+        "token": "true",
+        "logprob": float("nan"),
+        "top_logprobs": [{"token": "false", "logprob": -1}],
+    }
+    read = read_logprobs({"content": [nan]})  # kept as sent; the probability reader refuses it
+    assert read is not None and side_probability(read[0], "true", "false") is None
     assert read_logprobs({"content": [good] * 20_000}) is None
     assert read_logprobs("content") is None
-    assert 0.0 == read_logprobs({"content": [{"token": "a", "logprob": 0.5}]})[0].logprob
+    assert 0.5 == read_logprobs({"content": [{"token": "a", "logprob": 0.5}]})[0].logprob
 
 
 def test_logprobs_keyword_is_checked():
@@ -185,7 +192,7 @@ def test_logprobs_keyword_is_checked():
         with pytest.raises(ConfigError):
             LLMEvaluator(chat(srv), threshold=1.0)
         client = chat(srv)
-        for wrong in (True, "5", 21, -1):
+        for wrong in ("5", 21, -1):
             with pytest.raises(InputError, match="logprobs"):
                 client.complete([{"role": "user", "content": "hi"}], logprobs=wrong)
     assert ChatReply("x").logprobs is None
