@@ -338,7 +338,7 @@ class ScriptedLLMServer:
         obey_schema: bool = True,
         logprobs: str | token_logprobs.TokenScript | None = None,
     ) -> None:
-        self.logprobs = token_logprobs.token_script(logprobs)
+        self.logprobs: token_logprobs.TokenScript | None = token_logprobs.token_script(logprobs)
         self.reply: Reply = reply or default_reply
         self.latency = latency
         self.model = model
