@@ -116,8 +116,10 @@ def _offline_judge(
 ) -> Evaluator:
     from corrective_rag.evaluate.local import LocalEvaluator
 
-    if store is None:
-        return LocalEvaluator()
+    if store is None:  # the embedder a default store has (ONNX Runtime for the shipped model)
+        from corrective_rag.models.onnx_embedder import default_embedder
+
+        return LocalEvaluator(default_embedder())
     known = ("weights", "max_sentences", "link_titles")
     return LocalEvaluator(
         store.embedder, idf=store.idf, **{k: options[k] for k in known if k in options}

@@ -276,3 +276,26 @@ def test_check_profile_grades_the_declared_judge_and_names_it():
     result = check_profile(profile, pairs=CHECK_PAIRS[:4], max_seconds=None)
     assert "offline" == result.judge
     assert 4 == result.pairs and "general" == result.policy
+
+
+def test_an_offline_judges_model_loads_before_the_deadline_counts():
+    """The offline judge's embedder is first used outside the check's deadline (its start-up
+    is local, not a call): after a server's quick errors the deadline cut it short (14 s
+    for a 5 s deadline, first question of the offline judge ungraded)."""
+    from corrective_rag.calls.scope import deadline
+    from corrective_rag.evaluate.local import LocalEvaluator
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    first_use: list[float | None] = []
+
+    class Watched(LetterEmbedder):
+        def embed(self, texts):
+            if not first_use:
+                first_use.append(deadline())
+            return super().embed(texts)
+
+    judge = LocalEvaluator(Watched())
+    compare_judges(
+        ["offline"], PAIRS, model="m", policy=GENERAL, max_seconds=60, evaluators={"offline": judge}
+    )
+    assert [None] == first_use

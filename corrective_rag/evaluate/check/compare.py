@@ -302,6 +302,17 @@ def _evaluator(
     return profile.evaluator(chat=chat, store=store, call_mode=call_mode, model=model, **options)
 
 
+def _load_model(grader: Evaluator) -> None:
+    """Load the model of a judge that calls none (its embedder) before the deadline counts.
+
+    Seconds of local start-up on first use, which the check's deadline (a bound on the calls)
+    does not count: it would otherwise cut the offline judge short after a server's quick 404s.
+    """
+    embedder = getattr(grader, "embedder", None)
+    if embedder is not None:
+        embedder.embed(["a question"])
+
+
 def compare_judges(
     kinds: Sequence[str],
     pairs: Sequence[CheckPair],
@@ -359,6 +370,9 @@ def compare_judges(
             graders[family] = _evaluator(
                 kind, chat=chat, store=store, model=model, call_mode=call_mode, workers=max_workers
             )
+    for kind in kinds:  # a judge's own model loads before the deadline counts the calls
+        if not JUDGE_KINDS[kind].needs_chat:
+            _load_model(graders[JUDGE_KINDS[kind].family])
     trivial = f1([True] * len(held), [labels[i] for i in held])
     base = Measured(
         pairs=len(pairs),
