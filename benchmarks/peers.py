@@ -21,10 +21,11 @@ figures were first taken with); ``--cached-queries`` takes them from the model's
 remembers (``store.search.SearchMemo``) are forgotten before each arm's run of a question
 either way: no arm reuses another's searches. The arms take turns per question, so that a
 change in the machine's load reaches all of them. Each arm reports seconds per question (mean,
-p50), LLM calls, query texts through the encoder, the share of questions whose supporting
-paragraphs (the qrels) are all among the documents it kept (``all_found``), the share of each
-question's relevant documents it kept (``recall``), and the seconds its query texts spent in
-the encoder (``encoder_seconds``).
+p50), LLM calls and their tokens (prompt and completion, as the judge counts them: ``--usage
+words`` by default, ``tiktoken`` for cl100k tokens), query texts through the encoder, the
+share of questions whose supporting paragraphs (the qrels) are all among the documents it kept
+(``all_found``), the share of each question's relevant documents it kept (``recall``), and the
+seconds its query texts spent in the encoder (``encoder_seconds``).
 ``ours_encoder_over_langgraph`` divides the loop's encoder seconds alone by the LangGraph
 design's whole seconds per question: a floor under ``ours_over_langgraph`` that no saving
 outside the encoder can lower.
@@ -62,6 +63,7 @@ from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.types import Usage
 
 WEB_RESULTS = 3  # the tutorial's TavilySearchResults(k=3)
 
@@ -71,11 +73,11 @@ class LangGraphDesign:
 
     def __init__(self, store: HybridStore, chat: OpenAIChatClient, k: int) -> None:
         self.store, self.chat, self.k = store, chat, k
-        self.calls = 0
+        self.usage = Usage()  # its calls and tokens so far
 
     def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any]:
-        self.calls += 1
         reply = self.chat.complete(messages, json_schema=schema, max_tokens=256)
+        self.usage += Usage(1, reply.usage.prompt_tokens, reply.usage.completion_tokens)
         out: dict[str, Any] = json.loads(reply.text)  # with_structured_output parses it so
         return out
 
@@ -105,12 +107,13 @@ class LangGraphDesign:
 
 
 class Arm:
-    """One design's seconds, calls and kept ids per question."""
+    """One design's seconds, calls, tokens and kept ids per question."""
 
-    def __init__(self, name: str, run: Callable[[str], tuple[list[str], int]]) -> None:
+    def __init__(self, name: str, run: Callable[[str], tuple[list[str], Usage]]) -> None:
         self.name, self.run = name, run
         self.seconds: list[float] = []
         self.calls: list[int] = []
+        self.tokens: list[int] = []  # prompt and completion tokens of its LLM calls
         self.found: list[bool] = []
         self.recall: list[float] = []  # share of the question's relevant documents kept
         self.embedded: list[int] = []  # query texts through the model (its cache missed)
@@ -119,11 +122,12 @@ class Arm:
     def once(self, question: str, relevant: frozenset[str], model: Any, clock: Clock) -> None:
         embedded, encoding = model.texts_embedded, clock.seconds
         started = time.perf_counter()
-        kept, calls = self.run(question)
+        kept, usage = self.run(question)
         self.seconds.append(time.perf_counter() - started)
         self.embedded.append(model.texts_embedded - embedded)
         self.encoding.append(clock.seconds - encoding)
-        self.calls.append(calls)
+        self.calls.append(usage.llm_calls)
+        self.tokens.append(usage.total_tokens)
         self.found.append(relevant <= set(kept))
         self.recall.append(len(relevant & set(kept)) / len(relevant) if relevant else 0.0)
 
@@ -132,6 +136,7 @@ class Arm:
             "mean_seconds": round(statistics.fmean(self.seconds), 4),
             "p50_seconds": round(statistics.median(self.seconds), 4),
             "llm_calls": round(statistics.fmean(self.calls), 2),
+            "tokens": round(statistics.fmean(self.tokens), 1),
             "all_found": round(statistics.fmean(self.found), 3),
             "recall": round(statistics.fmean(self.recall), 3),
             "queries_embedded": round(statistics.fmean(self.embedded), 2),
@@ -163,7 +168,7 @@ def arms(store: HybridStore, url: str, k: int, *, lexical: Sequence[str] = ()) -
     chat = OpenAIChatClient(url, "scripted")
     peer = LangGraphDesign(store, OpenAIChatClient(url, "scripted"), k)
 
-    def wiring(lanes: Lanes) -> Callable[[str], tuple[list[str], int]]:
+    def wiring(lanes: Lanes) -> Callable[[str], tuple[list[str], Usage]]:
         loop = CorrectiveRAGOrchestrator(
             store,
             LLMEvaluator(chat),
@@ -173,19 +178,19 @@ def arms(store: HybridStore, url: str, k: int, *, lexical: Sequence[str] = ()) -
             lanes=lanes,
         )
 
-        def run(question: str) -> tuple[list[str], int]:
+        def run(question: str) -> tuple[list[str], Usage]:
             result = loop.run(question)
-            return list(result.kept_ids), result.usage.total.llm_calls
+            return list(result.kept_ids), result.usage.total
 
         return run
 
-    def run_peer(question: str) -> tuple[list[str], int]:
-        before = peer.calls
+    def run_peer(question: str) -> tuple[list[str], Usage]:
+        peer.usage = Usage()
         kept = peer.run(question)
-        return kept, peer.calls - before
+        return kept, peer.usage
 
-    def run_single(question: str) -> tuple[list[str], int]:
-        return [h.document.id for h in store.retrieve(question, top_k=k)], 0
+    def run_single(question: str) -> tuple[list[str], Usage]:
+        return [h.document.id for h in store.retrieve(question, top_k=k)], Usage()
 
     out = [Arm("ours", wiring(Lanes())), Arm("langgraph", run_peer)]
     out.append(Arm("single_search", run_single))
@@ -221,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LANES",
         help="one more arm: ours with these lanes (comma-separated, '' for none) by BM25 alone",
     )
+    parser.add_argument(
+        "--usage",
+        choices=["words", "tiktoken"],
+        default="words",
+        help="what the judge counts as tokens: words (cheap) or cl100k tokens",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     collection, model, embedder, store = bench_store(args.data, args.embedder)
@@ -230,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # already loaded by the store: only to report its threads
 
     ids = list(collection.queries)[: args.limit]
-    judge, url = judge_process(args.data, latency_ms=args.latency_ms)
+    judge, url = judge_process(args.data, latency_ms=args.latency_ms, usage=args.usage)
     try:
         designs = arms(store, url, args.k, lexical=args.lexical)
         warm = ids if args.cached_queries else ids[: args.warm_up]
@@ -259,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         "query_embeddings": "cached" if args.cached_queries else "live",
         "embedder": type(model).__name__,
         "torch_threads": torch.get_num_threads(),
+        "tokens_counted_as": args.usage,
         "load_average_1min": os.getloadavg()[0],
         **figures,
         "ours_over_langgraph": round(ours / peer, 3),
