@@ -41,7 +41,7 @@ from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.lifetime import StoreLifetime
 from corrective_rag.store.persist import SavedBM25
 from corrective_rag.store.search import Runs, fused_search_many, leg_search
-from corrective_rag.tracing import traced_retrieval, traced_retrievals
+from corrective_rag.tracing import lane, traced_retrieval, traced_retrievals
 from corrective_rag.types import Document, Hit
 
 # HybridStore: its home is corrective_rag
@@ -190,8 +190,13 @@ class HybridStore(StoreLifetime):
         if isinstance(queries, str | bytes) or not isinstance(queries, Iterable):
             raise InputError("queries must be a sequence of strings")
         queries = list(queries)
-        if type(self).retrieve is not HybridStore.retrieve:
-            return [self.retrieve(q, top_k=top_k, where=where) for q in queries]
+        if type(self).retrieve is not HybridStore.retrieve:  # each in its lane, as the loop's own
+            named: list[str | None] = [*(lanes or ()), *[None] * len(queries)]
+            found = []
+            for query, name in zip(queries, named, strict=False):
+                with lane(name) if name else contextlib.nullcontext():
+                    found.append(self.retrieve(query, top_k=top_k, where=where))
+            return found
         self._check_open()
         with traced_retrievals(self, queries, lanes or (), top_k=top_k, where=where) as record:
             return record(self._fused(queries, top_k, where, lexical, vectors))

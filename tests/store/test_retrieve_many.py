@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 from test_backends import BACKENDS, memory
 from test_hybrid import CORPUS
 
+from corrective_rag import tracing
 from corrective_rag.errors import ConfigError
 from corrective_rag.store.backend import Backend, Lexical, Record, Run
 from corrective_rag.store.hybrid import HybridStore
@@ -181,18 +182,20 @@ def test_vanished_documents_warn_as_a_retrieve_per_query_does(spied) -> None:
 
 
 def test_a_store_that_overrides_retrieve_gets_it_called_per_query(embedder) -> None:
-    """A subclass's own retrieve is called for each query, so what it adds still applies."""
+    """A subclass's own retrieve is called for each query, so what it adds still applies, in
+    the query's lane when one is named (its trace span says which)."""
 
     class Tagged(HybridStore):
         def retrieve(self, query: str, *, top_k: int = 10, where: Any = None) -> list[Hit]:
-            self.asked.append(query)
+            self.asked.append((query, tracing._lane.get()))
             return super().retrieve(query, top_k=top_k, where=where)
 
     with Tagged.in_memory(embedder=embedder) as store:
         store.asked = []  # type: ignore[attr-defined]
         store.add(CORPUS)
-        found = store.retrieve_many(QUERIES, top_k=2)
-        assert QUERIES == store.asked  # type: ignore[attr-defined]
+        found = store.retrieve_many(QUERIES, top_k=2, lanes=["question", "rewrite"])
+        expected = [(QUERIES[0], "question"), (QUERIES[1], "rewrite"), (QUERIES[2], None)]
+        assert expected == store.asked  # type: ignore[attr-defined]
         assert [store.retrieve(q, top_k=2) for q in QUERIES] == found
 
 
