@@ -147,15 +147,21 @@ def parts(profile: cProfile.Profile, questions: int) -> dict[str, float]:
     return out
 
 
-def judge_process(data: str, *, latency_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
-    """Start ``qrels_judge.py`` (0 ms latency by default) in its own process, with its URL."""
+def judge_process(
+    data: str, *, latency_ms: float = 0.0, usage: str = "words"
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``qrels_judge.py`` (0 ms latency by default) in its own process, with its URL.
+
+    ``usage``: what the judge counts in its replies' usage, ``words`` (cheap: the model's own
+    bookkeeping is not the loop's cost) or ``tiktoken`` (cl100k tokens).
+    """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     script = Path(__file__).resolve().parent / "qrels_judge.py"
     command = [sys.executable, str(script), data, "--latency-ms", str(latency_ms)]
     command += ["--port", str(port)]
-    command += ["--usage", "words"]  # the model's own bookkeeping is not the loop's cost
+    command += ["--usage", usage]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""  # "serving URL" once it listens
     if not line.startswith("serving "):

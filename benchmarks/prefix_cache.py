@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,15 @@ def tokens(collection: Collection, limit: int, k: int) -> dict[str, Any]:
     """Tokens per question and per judged document of the README's wiring (qrels judge)."""
     store = BM25Store(collection)
     count = TiktokenCounter().count
-    server = ScriptedLLMServer(qrels_reply(collection), count_tokens=count)
+    judge = qrels_reply(collection)
+    exchanges: list[tuple[Mapping[str, Any], str]] = []
+
+    def reply(request: Mapping[str, Any]) -> str:
+        text = str(judge(request))
+        exchanges.append((request, text))
+        return text
+
+    server = ScriptedLLMServer(reply, count_tokens=count)
     with server:
         chat = OpenAIChatClient(server.base_url, "qrels-judge")
         loop = CorrectiveRAGOrchestrator(
@@ -109,7 +117,56 @@ def tokens(collection: Collection, limit: int, k: int) -> dict[str, Any]:
             }
             for name, u in phases.items()
         },
+        "by_part_per_judged_document": {
+            part: round(tokens / max(judged, 1), 1)
+            for part, tokens in prompt_parts(exchanges, count).items()
+        },
     }
+
+
+def prompt_parts(
+    exchanges: Sequence[tuple[Mapping[str, Any], str]], count: Callable[[str], int]
+) -> dict[str, int]:
+    """Tokens of each part of the calls made: what the prompts and replies spend them on.
+
+    Per call kind (``grade``: the verdict schema; ``answer``, ``rewrite``): the instructions
+    (system prompt), the question line, the document ids and texts as the prompt writes them,
+    the fences around them (the rest of the user message), and the reply; a grading reply is
+    split into its ids, its reasoning and missing values, its ``next_query`` and the rest (keys,
+    booleans, numbers, punctuation). Each part is counted alone, so the parts of a message add
+    up to its tokens within a few (tokens merge across a boundary).
+    """
+    parts: dict[str, int] = {}
+
+    def add(name: str, tokens: int) -> None:
+        parts[name] = parts.get(name, 0) + tokens
+
+    for request, text in exchanges:
+        fmt = request.get("response_format") or {}
+        kind = str((fmt.get("json_schema") or {}).get("name") or "other")
+        kind = "grade" if kind == "verdicts" else kind
+        messages = request.get("messages") or []
+        system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+        user = next((m["content"] for m in messages if m.get("role") == "user"), "")
+        question, _, _ = user.partition("\n")
+        blocks = prompts.parse_document_blocks(user)
+        shown = [prompts.document_block(i, t) for i, t in blocks]
+        ids = sum(count(i) for i, _ in blocks)
+        texts = sum(count(b[b.index(">") + 1 : b.rindex("</document")]) for b in shown)
+        add(f"{kind}: instructions", count(system))
+        add(f"{kind}: question line", count(question))
+        add(f"{kind}: document ids", ids)
+        add(f"{kind}: document texts", texts)
+        add(f"{kind}: fences", count(user) - count(question) - ids - texts)
+        add(f"{kind}: reply", count(text))
+        if kind == "grade":
+            reply = json.loads(text)
+            verdicts = reply.get("verdicts") or []
+            said = [json.dumps(v.get(k)) for v in verdicts for k in ("reasoning", "missing")]
+            add("grade: reply ids", sum(count(json.dumps(v.get("id"))) for v in verdicts))
+            add("grade: reply reasoning and missing", sum(count(s) for s in said))
+            add("grade: reply next_query", count(json.dumps(reply.get("next_query", ""))))
+    return dict(sorted(parts.items()))
 
 
 class TimedChat:

@@ -347,7 +347,7 @@ class LLMEvaluator:
         sized = self._sizes.get(key)
         if sized is None:
             text = self.counter.truncate(doc.text, self.max_doc_tokens)
-            tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
+            tokens = self.counter.count(prompts.document_block(doc.id, text))
             if len(self._sizes) >= _SIZES_KEPT:
                 self._sizes.clear()
             sized = self._sizes[key] = (text, tokens)

@@ -7,13 +7,13 @@ brings new ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.observe.spans import lane
 from corrective_rag.protocols import ManyRetriever, Retriever
 from corrective_rag.store.fusion import reciprocal_rank_fusion
-from corrective_rag.store.hybrid import HybridStore
+from corrective_rag.store.hybrid import HybridStore, QueryVectors
 from corrective_rag.types import Document, Hit, LegScore
 
 __all__ = ["FEEDBACK_LEG", "QUERY_LEGS", "search_queries"]
@@ -29,17 +29,23 @@ def search_queries(
     top_k: int,
     where: Mapping[str, Any] | None = None,
     names: Sequence[str] | None = None,
+    lexical: Collection[str] = (),
+    vectors: QueryVectors | None = None,
 ) -> list[Hit]:
     """Search each query for ``top_k`` hits and fuse the lists, best first.
 
     With one query its hits come back unchanged. With more, each fused hit carries the RRF
     score, its fused rank, and one :class:`LegScore` per query that found it, named by
     ``names`` (default ``question``, ``rewrite``, ``query3``, ...), with the retriever's own
-    rank and score for that query.
+    rank and score for that query. The queries named in ``lexical`` are searched by BM25
+    alone where the retriever can (the hybrid store), with no embedding; there, ``vectors``
+    (the run's query embeddings, by text) spares a text embedded before another pass.
     """
     if names is None:
         names = [*QUERY_LEGS, *(f"query{i}" for i in range(len(QUERY_LEGS) + 1, len(queries) + 1))]
-    lists = _search_each(retriever, queries, names, top_k, where)
+    lists = _search_each(
+        retriever, queries, names, top_k=top_k, where=where, lexical=lexical, vectors=vectors
+    )
     if len(lists) == 1:
         return list(lists[0])
     docs: dict[str, Document] = {}
@@ -59,16 +65,25 @@ def _search_each(
     retriever: Retriever,
     queries: Sequence[str],
     names: Sequence[str],
+    *,
     top_k: int,
     where: Mapping[str, Any] | None,
+    lexical: Collection[str],
+    vectors: QueryVectors | None,
 ) -> list[list[Hit]]:
     """Each query's hits; a ``retrieve_many`` (the hybrid store's) embeds the queries at once.
 
     ``names`` are the queries' lanes, for a traced search
-    (:func:`corrective_rag.observe.spans.lane`).
+    (:func:`corrective_rag.observe.spans.lane`); on the hybrid store, those in ``lexical`` are
+    searched by BM25 alone and the others embedded in one pass, but those in ``vectors``, even a
+    search of one query.
     """
-    if len(queries) > 1 and isinstance(retriever, HybridStore):  # lanes named on its spans
-        many = retriever.retrieve_many(queries, top_k=top_k, where=where, lanes=names)
+    if isinstance(retriever, HybridStore):  # lanes named on its spans
+        flags = [name in lexical for name in names[: len(queries)]]
+        flags += [False] * (len(queries) - len(flags))
+        many = retriever.retrieve_many(
+            queries, top_k=top_k, where=where, lanes=names, lexical=flags, vectors=vectors
+        )
         return [list(hits) for hits in many]
     if len(queries) > 1 and isinstance(retriever, ManyRetriever):  # the protocol's keywords only
         return [list(hits) for hits in retriever.retrieve_many(queries, top_k=top_k, where=where)]

@@ -128,8 +128,9 @@ class CorrectiveRAGOrchestrator:
             a model of its own). An explicit ``LLMEvaluator(propose=...)`` is kept in either
             mode (:mod:`corrective_rag.loop.callmode`). Fixed at construction (read-only).
         lanes: the lane policy (:class:`~corrective_rag.loop.lanes.Lanes`): whether the free
-            feedback lane is searched and with which idf; ``None``: ``Lanes()``, the feedback
-            lane for every rewriter but ``LocalRewriter``.
+            feedback lane is searched and with which idf, and which lanes are searched by BM25
+            alone; ``None``: ``Lanes()``, the feedback lane for every rewriter but
+            ``LocalRewriter``, and a model's rewrite and the feedback lane by BM25 alone.
 
     Raises:
         ConfigError: on any invalid argument, before any work is done.
@@ -269,6 +270,7 @@ class CorrectiveRAGOrchestrator:
             docs_per_call=self._docs_per_call,
             feedback=LocalRewriter(idf=self.lanes.idf) if feeds else None,
             call_mode=self._call_mode,
+            lexical=self.lanes.searched_lexically(self.rewriter),
         )
 
     def _loop(self, st: RunState, run_id: str, started_at: str, most: int, rlog: Any) -> RunResult:

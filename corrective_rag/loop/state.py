@@ -15,6 +15,7 @@ from corrective_rag.loop.budget import Budget
 from corrective_rag.loop.callmode import CallMode
 from corrective_rag.protocols import Evaluator, Retriever, Rewriter
 from corrective_rag.rewrite.local import LocalRewriter
+from corrective_rag.store.hybrid import QueryVectors
 from corrective_rag.types import (
     Document,
     Hit,
@@ -36,7 +37,8 @@ class Parts:
     """What the orchestrator hands each run: its components and settings, checked.
 
     ``call_mode`` says whether the grading calls propose (:mod:`corrective_rag.loop.callmode`);
-    ``feedback`` makes the feedback lane's query, ``None`` when the loop searches no such lane
+    ``feedback`` makes the feedback lane's query, ``None`` when the loop searches no such lane;
+    ``lexical`` names the lanes searched by BM25 alone where the retriever can
     (:class:`~corrective_rag.loop.lanes.Lanes`).
     """
 
@@ -49,6 +51,7 @@ class Parts:
     docs_per_call: int | None
     feedback: LocalRewriter | None
     call_mode: CallMode = "one-call"
+    lexical: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -75,6 +78,9 @@ class RunState:
     log: Any = None
     refine_error: str | None = None  # knowledge refinement failed: why (the result is kept)
     feedback: str | None = None  # the free feedback query searched next (Rewrite.feedback)
+    # the run's query embeddings by text: no text is embedded twice in a run, whatever the
+    # store's memo of searches forgets (a search with a filter, an evicted or deeper one)
+    query_vectors: QueryVectors = field(default_factory=dict)
 
     def keep(self, steps: Sequence[Step], index: int) -> None:
         """Keep the iteration's books: kept documents and the retrieved set.

@@ -31,7 +31,13 @@ def judge_source(
     # The run's filter is the local store's: a fallback (a web search) has its own, or none.
     where = st.where if main else None
     hits = search_queries(
-        retriever, tuple(lanes.values()), top_k=k, where=where, names=tuple(lanes)
+        retriever,
+        tuple(lanes.values()),
+        top_k=k,
+        where=where,
+        names=tuple(lanes),
+        lexical=parts.lexical,
+        vectors=st.query_vectors if main else None,
     )
     left = st.document_cap(parts.docs_per_call)
     cap = st.top_k if left is None else min(st.top_k, left)

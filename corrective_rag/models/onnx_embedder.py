@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +60,7 @@ __all__: list[str] = []
 
 PARALLEL_FROM = 8  # texts in one call from which they are shared out to single-threaded sessions
 MOST_SESSIONS = 4  # sessions (each a copy of the weights in memory) for such calls, at most
+SHARE_JOB = 8  # texts a session takes at a time from such a call (rounded to whole batches)
 
 Vector = npt.NDArray[np.float32]
 
@@ -263,19 +265,33 @@ def _cores() -> int:
 
 
 def _encode_shared(sessions: list[_Runtime], texts: list[str], batch_size: int) -> Vector:
-    """``texts`` encoded by ``sessions`` in parallel, dealt out by length so each gets a share."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    shares = [order[k :: len(sessions)] for k in range(len(sessions))]
+    """``texts`` encoded by ``sessions`` in parallel, each taking the next job when it is free.
+
+    Jobs are :data:`SHARE_JOB` texts of like length (whole batches), longest first. Pulled, not
+    dealt out: a session whose core another process keeps busy takes fewer jobs instead of
+    holding the call back (a fixed half each made a call as slow as its slowest core). A job is
+    the same texts whichever session takes it, so the vectors are too.
+    """
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+    size = max(1, SHARE_JOB // batch_size) * batch_size
+    jobs: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+    for start in range(0, len(order), size):
+        jobs.put(order[start : start + size])
+
+    def work(session: _Runtime) -> list[tuple[list[int], Vector]]:
+        done: list[tuple[list[int], Vector]] = []
+        while True:
+            try:
+                job = jobs.get_nowait()
+            except queue.Empty:
+                return done
+            done.append((job, session.encode([texts[i] for i in job], batch_size)))
+
     with ThreadPoolExecutor(len(sessions), thread_name_prefix="onnx-embed") as pool:
-        parts = list(
-            pool.map(
-                lambda job: job[0].encode([texts[i] for i in job[1]], batch_size),
-                zip(sessions, shares, strict=True),
-            )
-        )
-    out = np.zeros((len(texts), parts[0].shape[1]), dtype=np.float32)
-    for share, part in zip(shares, parts, strict=True):
-        out[share] = part
+        parts = [part for done in pool.map(work, sessions) for part in done]
+    out = np.zeros((len(texts), parts[0][1].shape[1]), dtype=np.float32)
+    for job, vectors in parts:
+        out[job] = vectors
     return out
 
 

@@ -17,12 +17,16 @@ sides always hold the same documents (:mod:`~corrective_rag.store.atomic`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from corrective_rag.errors import InputError
 from corrective_rag.observe.logs import get_logger
-from corrective_rag.observe.spans import traced_retrieval, traced_retrievals
+from corrective_rag.observe.spans import lane, traced_retrieval, traced_retrievals
 from corrective_rag.store.atomic import Sides, delete_documents, write_documents
 from corrective_rag.store.backend import FETCH_PAGE, Record, embed_documents
 from corrective_rag.store.checks import (
@@ -44,6 +48,9 @@ from corrective_rag.types import Document, Hit
 __all__: list[str] = []
 
 log: Any = get_logger(__name__)
+
+# Query embeddings by text, kept by a caller across searches (the loop keeps one per run).
+QueryVectors = MutableMapping[str, npt.NDArray[np.float32]]
 
 
 class HybridStore(StoreLifetime):
@@ -169,6 +176,8 @@ class HybridStore(StoreLifetime):
         top_k: int = 10,
         where: Mapping[str, Any] | None = None,
         lanes: Sequence[str] | None = None,
+        lexical: Sequence[bool] | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[list[Hit]]:
         """:meth:`retrieve` of each query, in order, searched together.
 
@@ -178,20 +187,36 @@ class HybridStore(StoreLifetime):
         each query). A subclass that overrides :meth:`retrieve` has it called per query
         instead, so that what it adds still applies. ``lanes``: the loop's name for each query,
         recorded on its search's trace span (one per query, each lasting the whole search).
+        ``lexical``: one flag per query; a flagged query is searched by BM25 alone (the hits of
+        ``search(query, leg="bm25")``), with no embedding: for keyword queries such as the
+        loop's feedback lane (a subclass's :meth:`retrieve` searches it as any other).
+        ``vectors``: query embeddings the caller keeps, by text (the loop keeps one per run): a
+        query found there is not embedded again, and those embedded now are added to it.
         """
         if isinstance(queries, str | bytes) or not isinstance(queries, Iterable):
             raise InputError("queries must be a sequence of strings")
         queries = list(queries)
-        if type(self).retrieve is not HybridStore.retrieve:
-            return [self.retrieve(q, top_k=top_k, where=where) for q in queries]
+        if type(self).retrieve is not HybridStore.retrieve:  # each in its lane, as the loop's own
+            named: list[str | None] = [*(lanes or ()), *[None] * len(queries)]
+            found = []
+            for query, name in zip(queries, named, strict=False):
+                with lane(name) if name else contextlib.nullcontext():
+                    found.append(self.retrieve(query, top_k=top_k, where=where))
+            return found
         self._check_open()
         with traced_retrievals(self, queries, lanes or (), top_k=top_k, where=where) as record:
-            return record(self._fused(queries, top_k, where))
+            return record(self._fused(queries, top_k, where, lexical, vectors))
 
     def _fused(
-        self, queries: Sequence[str], top_k: int, where: Mapping[str, Any] | None
+        self,
+        queries: Sequence[str],
+        top_k: int,
+        where: Mapping[str, Any] | None,
+        lexical: Sequence[bool] | None = None,
+        vectors: QueryVectors | None = None,
     ) -> list[list[Hit]]:
-        """Each query's legs, fused and cut to ``top_k``."""
+        """Each query's legs, fused and cut to ``top_k`` (BM25's alone for a ``lexical`` one)."""
+        run_legs = self._runs if vectors is None else functools.partial(self._runs, vectors=vectors)
         with foreign_failures("retrieve"):  # no lock: readers run in parallel (see _runs)
             return fused_search_many(
                 queries,
@@ -199,9 +224,10 @@ class HybridStore(StoreLifetime):
                 where,
                 candidates=self.candidates,
                 fusion=self.fusion,
-                run_legs=self._runs,
+                run_legs=run_legs,
                 fetch=self._documents,
                 memo=self._memo,
+                lexical=lexical,
             )
 
     @traced_retrieval
@@ -227,10 +253,12 @@ class HybridStore(StoreLifetime):
         depth: int,
         where: Mapping[str, Any] | None,
         legs: Sequence[str],
+        vectors: QueryVectors | None = None,
     ) -> Sequence[Runs | None]:
         """Per query, each leg's ``depth`` best ``(id, score)`` pairs; ``None``: none matches.
 
-        BM25 scores each query; the dense legs are one batch of embeddings and one backend call.
+        BM25 scores each query; the dense legs are one batch of embeddings (of the queries not
+        in ``vectors``, which gains them) and one backend call.
         Takes no store lock: the embedder, the BM25 index (a snapshot per query) and the
         backends are each safe for concurrent readers (a local-mode Qdrant client serialises
         its own calls). A query that runs during a write may see one leg before the write and
@@ -252,9 +280,9 @@ class HybridStore(StoreLifetime):
                     assert backend.lexical is not None  # a backend without one has BM25 beside
                     found["bm25"] = backend.lexical.sparse(query, depth, where)
         if "dense" in legs:
-            vectors = self.embedder.embed(list(queries))
+            embedded = self._embed_queries(queries, vectors)
             try:
-                dense = backend.dense_many(vectors, depth, where)
+                dense = backend.dense_many(embedded, depth, where)
             except Exception as exc:
                 wrong = self._mismatch(exc)
                 if wrong is None:
@@ -263,6 +291,17 @@ class HybridStore(StoreLifetime):
             for found, run in zip(runs, dense, strict=True):
                 found["dense"] = run
         return runs
+
+    def _embed_queries(
+        self, queries: Sequence[str], vectors: QueryVectors | None
+    ) -> npt.NDArray[np.float32]:
+        """The queries' embeddings, one row each: those not in ``vectors`` in one batch."""
+        if vectors is None:
+            return self.embedder.embed(list(queries))
+        missing = [q for q in dict.fromkeys(queries) if q not in vectors]
+        if missing:
+            vectors.update(zip(missing, self.embedder.embed(missing), strict=True))
+        return np.stack([vectors[q] for q in queries])
 
     def _mismatch(self, exc: BaseException) -> Exception | None:
         """The error naming both embedders when ``exc`` is a vector width mismatch, else None."""

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_CANDIDATES",
     "LEGS",
+    "LEXICAL_LEGS",
     "Fetch",
     "RunLegs",
     "Runs",
@@ -43,8 +44,9 @@ DEFAULT_CANDIDATES = 100
 # Equal weights on both legs' normalised scores: no leg is trusted more a priori. Measured over
 # cisi, cranfield, cacm and hotpotqa-500 (README), it beat RRF k=60 and alpha 0.3-0.7 on average.
 DEFAULT_ALPHA = 0.5
-# The legs by name, in the order they are fused.
+# The legs by name, in the order they are fused; a lexical search runs the first alone.
 LEGS = ("bm25", "dense")
+LEXICAL_LEGS = ("bm25",)
 
 Runs = dict[str, list[tuple[str, float]]]
 # (queries, depth, where, legs) -> per query, each named leg's run, or None: the filter matches
@@ -66,27 +68,42 @@ def fused_search_many(
     run_legs: RunLegs,
     fetch: Fetch,
     memo: SearchMemo | None = None,
+    lexical: Sequence[bool] | None = None,
 ) -> list[list[Hit]]:
     """A store's ``retrieve`` of each query: both legs to ``max(candidates, top_k)``, fused, cut.
 
     The same hits, in the same order, as a search per query, for fewer calls to the engine:
     the legs of all distinct queries are run by one ``run_legs`` call, and the documents of all
     their hits fetched by one ``fetch``. With a ``memo``, a search the store answered before
-    since its last write takes the legs' runs and the hits' documents from it.
+    since its last write takes the legs' runs and the hits' documents from it. ``lexical``
+    (one flag per query): a flagged query is searched by BM25 alone, its hits the BM25 run cut
+    to ``top_k``, with no embedding and no dense query (one more ``run_legs`` call, for them).
     """
     for query in queries:
         check_search(query, top_k, where)
+    flags = [False] * len(queries) if lexical is None else [bool(f) for f in lexical]
+    if len(flags) != len(queries):
+        raise ConfigError(f"lexical has {len(flags)} flags for {len(queries)} queries")
     if not queries:
         return []
     if memo is not None:
         memo.check()
         run_legs, fetch = memo.remembering(run_legs), memo.fetching(fetch)
-    distinct = list(dict.fromkeys(queries))
-    found = run_legs(distinct, max(candidates, top_k), where, LEGS)
-    runs = {q: r for q, r in zip(distinct, found, strict=True) if r is not None}
-    fused = {q: fusion.fuse([r[leg] for leg in LEGS])[:top_k] for q, r in runs.items()}
+    depth = max(candidates, top_k)
+    runs: dict[tuple[str, bool], Runs] = {}
+    for flag, legs in ((False, LEGS), (True, LEXICAL_LEGS)):
+        distinct = list(dict.fromkeys(q for q, f in zip(queries, flags, strict=True) if f is flag))
+        if distinct:
+            found = run_legs(distinct, depth, where, legs)
+            kept = {(q, flag): r for q, r in zip(distinct, found, strict=True) if r is not None}
+            runs.update(kept)
+    fused = {
+        key: (r["bm25"] if key[1] else fusion.fuse([r[leg] for leg in LEGS]))[:top_k]
+        for key, r in runs.items()
+    }
     documents = hit_documents(fused.values(), fetch)
-    return [found_hits(fused[q], runs[q], documents) if q in runs else [] for q in queries]
+    keys = list(zip(queries, flags, strict=True))
+    return [found_hits(fused[k], runs[k], documents) if k in runs else [] for k in keys]
 
 
 def leg_search(

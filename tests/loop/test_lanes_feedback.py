@@ -74,8 +74,12 @@ def test_lane_queries_name_each_text_once() -> None:
 
 
 def test_lanes_policy_defaults_to_every_rewriter_but_the_local_one() -> None:
-    """Lanes() searches the feedback lane unless the rewriter writes that query already."""
+    """Lanes() searches the feedback lane unless the rewriter writes that query already, and
+    a model's rewrite by BM25 alone, a LocalRewriter's on both legs."""
     chatless = ScriptedRewriter([])
+    assert {"rewrite", "feedback"} == Lanes().searched_lexically(chatless)
+    assert {"feedback"} == Lanes().searched_lexically(LocalRewriter())
+    assert set() == Lanes(lexical=[]).searched_lexically(chatless)
     assert Lanes().feeds(chatless)
     assert Lanes().feeds(LLMRewriter.__new__(LLMRewriter))
     assert not Lanes().feeds(LocalRewriter())

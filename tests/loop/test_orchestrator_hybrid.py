@@ -1,8 +1,14 @@
+from typing import Any
+
+import pytest
+
+from corrective_rag.errors import ConfigError
+from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.fakes import ScriptedEvaluator, ScriptedRewriter
-from corrective_rag.types import Document, StopReason
+from corrective_rag.types import Document, RunResult, StopReason
 
 QUESTION = "How do bees make honey?"
 
@@ -60,18 +66,105 @@ def test_an_iteration_embeds_all_its_queries_in_one_batch(
     embedder: SentenceTransformerEmbedder,
 ) -> None:
     """The queries searched in one iteration are embedded in one call, and a query searched
-    before not again: the store remembers the question's runs from iteration 1."""
+    before not again: the store remembers the question's runs from iteration 1 (every lane on
+    both legs here: by default a model's rewrite is not embedded at all, below)."""
+    result, calls = _counted_run(
+        embedder,
+        CORPUS,
+        QUESTION,
+        ScriptedEvaluator(RELEVANT, default=0.05),
+        ScriptedRewriter(["nectar honey stomach foragers"]),
+        max_iterations=4,
+        lanes=Lanes(lexical=()),
+    )
+    assert 2 == result.iterations
+    assert [[QUESTION], ["nectar honey stomach foragers"]] == calls
+
+
+def _counted_run(
+    embedder: SentenceTransformerEmbedder,
+    corpus: list[Document],
+    question: str,
+    *parts: Any,
+    **options: Any,
+) -> tuple[RunResult, list[list[str]]]:
+    """A run (top_k 2) over a real hybrid store of ``corpus``, and the texts of each embed call."""
     counting = _CountingEmbedder(embedder)
     with HybridStore.in_memory(embedder=counting) as store:
-        store.add(CORPUS)
+        store.add(corpus)
         counting.calls.clear()  # the documents' own embedding
-        orch = CorrectiveRAGOrchestrator(
-            store,
-            ScriptedEvaluator(RELEVANT, default=0.05),
-            ScriptedRewriter(["nectar honey stomach foragers"]),
-            top_k=2,
-            max_iterations=4,
-        )
-        result = orch.run(QUESTION)
-    assert 2 == result.iterations
-    assert [[QUESTION], ["nectar honey stomach foragers"]] == counting.calls
+        where = options.pop("where", None)
+        orch = CorrectiveRAGOrchestrator(store, *parts, top_k=2, **options)
+        result = orch.run(question, where=where)
+    return result, counting.calls
+
+
+# A kept document that names a new entity (the Hawaiian Volcano Observatory): the feedback lane.
+VOLCANOES = "How do volcanoes form magma chambers?"
+TOPIC = {"topic": "volcanoes"}
+FEEDBACK_CORPUS = [
+    Document(
+        "k",
+        "Volcanoes form magma chambers under Kilauea, says the Hawaiian Volcano Observatory.",
+        TOPIC,
+    ),
+    Document("o", "The Hawaiian Volcano Observatory monitors eruptions on the Big Island.", TOPIC),
+    *(Document(f"v{i}", f"Volcanoes and magma chambers, note {i}.", TOPIC) for i in range(6)),
+]
+
+
+def _hybrid_run(
+    embedder: SentenceTransformerEmbedder, lanes: Lanes, **options: Any
+) -> tuple[list[list[str]], str, RunResult]:
+    """A run over a real hybrid store: the texts of each embed call, the feedback lane's text
+    (iteration 2's) and the result."""
+    options.setdefault("max_iterations", 2)
+    result, calls = _counted_run(
+        embedder,
+        FEEDBACK_CORPUS,
+        VOLCANOES,
+        ScriptedEvaluator({"k": 0.9}),
+        ScriptedRewriter(["magma chamber depth survey", "eruption survey records"]),
+        lanes=lanes,
+        **options,
+    )
+    [feedback] = [q for q in result.history[1].searched if "Observatory" in q]
+    return calls, feedback, result
+
+
+def test_the_feedback_lane_is_searched_by_bm25_alone_on_the_hybrid_store(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """Lanes() searches a model's rewrite and the feedback lane by BM25 alone: only the question
+    is embedded; Lanes(lexical=()) embeds every lane, Lanes(lexical=("feedback",)) the rewrite."""
+    calls, _, _ = _hybrid_run(embedder, Lanes())
+    assert [[VOLCANOES]] == calls
+    calls, _, _ = _hybrid_run(embedder, Lanes(lexical=("feedback",)))
+    assert [[VOLCANOES], ["magma chamber depth survey"]] == calls
+    for wrong in (42, "feedback", ("feedback", "web")):
+        with pytest.raises(ConfigError):
+            Lanes(lexical=wrong)  # type: ignore[arg-type]
+
+
+def test_an_iteration_embeds_its_new_query_texts_in_one_call(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """With every lane on both legs, iteration 2 embeds its rewrite and feedback lane together,
+    in one call of the embedder, and not the question again."""
+    calls, feedback, _ = _hybrid_run(embedder, Lanes(lexical=()))
+    assert [[VOLCANOES], ["magma chamber depth survey", feedback]] == calls
+
+
+def test_no_text_is_embedded_twice_in_a_run_even_where_the_store_remembers_no_search(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """A search with a filter is not in the store's memo, yet the question searched at each of
+    three iterations is embedded once: the run keeps its query embeddings by text."""
+    calls, _, result = _hybrid_run(
+        embedder, Lanes(lexical=()), max_iterations=3, where={"topic": "volcanoes"}
+    )
+    assert 3 == result.iterations
+    assert all(VOLCANOES in searched for searched in (r.searched for r in result.history))
+    embedded = [text for call in calls for text in call]
+    assert sorted(set(embedded)) == sorted(embedded)
+    assert VOLCANOES == embedded[0]

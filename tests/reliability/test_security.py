@@ -200,8 +200,12 @@ def test_real_prompt_keeps_one_block_per_document_and_the_system_prompt():
     assert prompts.GRADER_SYSTEM == messages[0]["content"]
     blocks = prompts.parse_document_blocks(messages[1]["content"])
     assert [(d.id, d.text) for d in documents] == blocks
-    assert len(documents) == len(re.findall(r"<document id=", messages[1]["content"]))
-    assert len(documents) == messages[1]["content"].count("</document>")
+    for doc in documents:
+        block = prompts.document_block(doc.id, doc.text)
+        assert block in messages[1]["content"]
+        assert doc.text in block  # as written: nothing escaped
+        close = block[block.rindex("</document") :]
+        assert 1 == block.count(close)  # the text holds no closing marker of its own block
 
 
 def _obedient(request):

@@ -17,6 +17,8 @@ from structlog.testing import capture_logs
 from test_backends import BACKENDS, memory
 from test_hybrid import CORPUS
 
+from corrective_rag.errors import ConfigError
+from corrective_rag.observe import spans as tracing
 from corrective_rag.store.backend import Backend, Lexical, Record, Run
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.types import Hit
@@ -139,7 +141,7 @@ def _forget(store: HybridStore) -> None:
 
 @pytest.mark.parametrize("where", [None, {"kind": {"$in": ["lang", "animal", "space"]}}])
 def test_retrieve_many_is_one_dense_call_and_one_fetch(spied, where) -> None:
-    """N queries: their hits equal a retrieve per query's, field for field, for one dense call
+    """N queries: their hits equal a retrieve per query's (ids, ranks, scores), for one dense call
     with N vectors and one fetch."""
     store, spy = spied
     expected = _each(store, QUERIES, top_k=3, where=where)
@@ -207,16 +209,83 @@ def test_vanished_documents_warn_as_a_retrieve_per_query_does(spied) -> None:
 
 
 def test_a_store_that_overrides_retrieve_gets_it_called_per_query(embedder) -> None:
-    """A subclass's own retrieve is called for each query, so what it adds still applies."""
+    """A subclass's own retrieve is called for each query, so what it adds still applies, in
+    the query's lane when one is named (its trace span says which)."""
 
     class Tagged(HybridStore):
         def retrieve(self, query: str, *, top_k: int = 10, where: Any = None) -> list[Hit]:
-            self.asked.append(query)
+            self.asked.append((query, tracing._lane.get()))
             return super().retrieve(query, top_k=top_k, where=where)
 
     with Tagged.in_memory(embedder=embedder) as store:
         store.asked = []  # type: ignore[attr-defined]
         store.add(CORPUS)
-        found = store.retrieve_many(QUERIES, top_k=2)
-        assert QUERIES == store.asked  # type: ignore[attr-defined]
+        found = store.retrieve_many(QUERIES, top_k=2, lanes=["question", "rewrite"])
+        expected = [(QUERIES[0], "question"), (QUERIES[1], "rewrite"), (QUERIES[2], None)]
+        assert expected == store.asked  # type: ignore[attr-defined]
         assert [store.retrieve(q, top_k=2) for q in QUERIES] == found
+
+
+@pytest.mark.parametrize("where", [None, {"kind": {"$in": ["lang", "animal", "space"]}}])
+def test_a_lexical_query_gets_the_bm25_legs_hits_and_no_embedding(spied, where) -> None:
+    """A query flagged lexical gets the hits of a BM25-only search, is not embedded and not sent
+    to the dense index; the others' hits are what they are without it, in one dense call."""
+    store, spy = spied
+    _forget(store)
+    expected = store.retrieve_many(QUERIES[:2], top_k=3, where=where)
+    _forget(store)
+    lexical = store.search(QUERIES[2], leg="bm25", top_k=3, where=where)
+    _forget(store)
+    spy.reset()
+    embedded = store.embedder.texts_embedded  # the two others are in its cache, not the third
+    found = store.retrieve_many(QUERIES, top_k=3, where=where, lexical=[False, False, True])
+    assert _placed([*expected, lexical]) == _placed(found)
+    assert [2] == spy.dense_calls
+    assert 1 == len(spy.fetches)
+    assert 0 == store.embedder.texts_embedded - embedded  # the lexical query was not embedded
+
+
+def test_lexical_flags_must_match_the_queries(spied) -> None:
+    """One flag per query, or a ConfigError."""
+    store, _ = spied
+    with pytest.raises(ConfigError):
+        store.retrieve_many(QUERIES, lexical=[True])
+
+
+def _placed(lists: list[list[Hit]]) -> list[list[tuple[Any, ...]]]:
+    """Each hit's id, rank and legs' ranks, with scores to 6 digits: a local Qdrant's dense
+    scores move in the 8th digit from one call to the next."""
+    return [[(h.document.id, h.rank, round(h.score, 6), *_legs(h)) for h in hits] for hits in lists]
+
+
+def _legs(hit: Hit) -> tuple[tuple[str, int, float], ...]:
+    return tuple((leg.leg, leg.rank, round(leg.score, 6)) for leg in hit.legs)
+
+
+class _Counting:
+    """The real embedder, keeping the texts of every ``embed`` call (one entry per call)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls.append(list(texts))
+        return self.inner.embed(texts)
+
+
+def test_query_vectors_kept_by_the_caller_are_not_embedded_again(spied) -> None:
+    """With ``vectors``, a query embedded before is taken from it, the others are embedded in
+    one call and added; the hits are those of a search without it."""
+    store, _ = spied
+    counting = _Counting(store.embedder)
+    where = {"kind": {"$in": ["lang", "animal", "space"]}}  # no memo: each search embeds
+    expected = _placed(store.retrieve_many(QUERIES, top_k=3, where=where))
+    store.embedder = counting  # type: ignore[assignment]
+    vectors: dict[str, npt.NDArray[np.float32]] = {}
+    store.retrieve_many(QUERIES[:1], top_k=3, where=where, vectors=vectors)
+    found = store.retrieve_many(QUERIES, top_k=3, where=where, vectors=vectors)
+    again = store.retrieve_many(QUERIES, top_k=3, where=where, vectors=vectors)
+    assert [QUERIES[:1], QUERIES[1:]] == counting.calls
+    assert set(QUERIES) == set(vectors)
+    assert expected == _placed(found) == _placed(again)
