@@ -16,6 +16,10 @@ them; ids answered in conflict and every document of an unreadable batch are ask
 call.
 What still fails becomes ``Verdict.ungraded`` (lenient) or raises (strict); it is never counted as
 relevant or irrelevant.
+
+One concept, kept whole though long: how documents become grading calls (sized to the context,
+packed, screened, asked again); how one reply is read into verdicts is
+:mod:`corrective_rag.evaluate.replies`.
 """
 
 from __future__ import annotations
@@ -35,18 +39,15 @@ from corrective_rag.errors import (
     VerdictParseError,
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
-from corrective_rag.evaluate.logprobs import takes_logprobs, value_probabilities
-from corrective_rag.evaluate.normalise import normalise_verdict
+from corrective_rag.evaluate.logprobs import takes_logprobs
+from corrective_rag.evaluate.replies import read_proposal, read_verdicts, with_probabilities
 from corrective_rag.evaluate.scoring import (
     SCORE_BY,
     asked_logprobs,
     check_threshold,
-    recorded,
-    with_probability,
 )
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
-from corrective_rag.llm.jsonparse import complete_items, parse_json_object
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.models.tokens import TiktokenCounter
@@ -367,100 +368,11 @@ class LLMEvaluator:
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
         return reply
 
-    def _proposal(self, text: str, verdicts: Iterable[Verdict]) -> Proposal | None:
-        """The reply's ``next_query``, or ``None`` when it has no usable one.
-
-        What it is for (``Proposal.lacking``) is what the relevant verdicts say is missing, or
-        a ``lacking`` the model wrote on its own.
-        """
-        try:
-            obj = parse_json_object(text, strict=False)
-        except VerdictParseError:
-            return None
-        query, lacking = obj.get("next_query"), obj.get("lacking")
-        if not isinstance(query, str) or not query.strip():
-            return None
-        missing = [m for v in verdicts if v.relevant for m in v.missing]
-        said = (
-            " ".join(lacking.split())[: prompts.REASONING_CHARS] if isinstance(lacking, str) else ""
-        )
-        return Proposal(" ".join(query.split()), "; ".join(dict.fromkeys(missing)) or said)
-
     def _probable(self, found: dict[str, Verdict], reply: ChatReply) -> dict[str, Verdict]:
-        """``found`` with the reply's token probabilities: recorded, or deciding (``score_by``).
-
-        A verdict whose probability cannot be read soundly keeps its written fields.
-        """
-        if self.logprobs is None or not reply.logprobs:
+        """``found`` with the reply's token probabilities, when this evaluator asks for them."""
+        if self.logprobs is None:
             return found
-        probabilities = value_probabilities(reply.text, reply.logprobs)
-        by_probability = self.score_by == "probability"
-        out: dict[str, Verdict] = {}
-        for doc_id, verdict in found.items():
-            p = probabilities.get(doc_id)
-            if p is None:
-                out[doc_id] = verdict
-            elif by_probability:
-                out[doc_id] = with_probability(verdict, p, self.threshold)
-            else:
-                out[doc_id] = recorded(verdict, p)
-        return out
-
-    def _parse(self, text: str, ids: Sequence[str]) -> tuple[dict[str, Verdict], set[str]]:
-        """Verdicts for the sent ``ids`` found in ``text``, and the ids answered in conflict.
-
-        Unknown ids are dropped; an id answered twice differently is left out and returned
-        among the conflicts. Lenient: a reply cut short still yields its complete verdicts.
-        """
-        items = self._items(text, len(ids))
-        found: dict[str, Verdict] = {}
-        conflicts: set[str] = set()
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            doc_id = item.get("id", item.get("document_id", item.get("doc_id")))
-            if doc_id is None and len(ids) == 1:
-                doc_id = ids[0]
-            if doc_id not in ids:
-                log.warning("verdict_unknown_id", document_id=str(doc_id)[:80], sent=len(ids))
-                continue
-            doc_id = str(doc_id)
-            try:
-                verdict = normalise_verdict(doc_id, item, raw=text)
-            except VerdictParseError as exc:
-                log.warning("verdict_unusable", document_id=doc_id, error=str(exc))
-                continue
-            if doc_id in found and found[doc_id] != verdict:
-                conflicts.add(doc_id)
-            found[doc_id] = verdict
-        if conflicts:
-            log.warning("verdict_conflicting_ids", document_ids=sorted(conflicts))
-        return {k: v for k, v in found.items() if k not in conflicts}, conflicts
-
-    def _items(self, text: str, sent: int) -> list[Any]:
-        """The reply's verdict objects; in lenient mode, the complete ones of a cut reply."""
-        failure: VerdictParseError | None = None
-        try:
-            obj: dict[str, Any] | None = parse_json_object(text, strict=self.strict)
-        except VerdictParseError as exc:
-            if self.strict:
-                raise
-            obj, failure = None, exc
-        items: Any = None if obj is None else obj.get("verdicts")
-        if items is None and not self.strict:
-            # A reply cut at its token limit is no JSON (and its lenient parse may find one
-            # inner verdict object instead): keep the verdicts it finished.
-            items = complete_items(text, "verdicts") or None
-            if items:
-                log.info("verdicts_salvaged", kept=len(items), sent=sent)
-        bare = obj is not None and any(k in obj for k in ("relevant", "score", "label"))
-        if items is None and bare and sent == 1:
-            items = [obj]  # a single bare verdict object
-        if items is None and failure is not None:
-            raise failure
-        if not isinstance(items, list):
-            raise VerdictParseError("reply has no 'verdicts' list", raw=text)
-        return items
+        return with_probabilities(found, reply, score_by=self.score_by, threshold=self.threshold)
 
     # -- batches and singles -----------------------------------------------------------------
 
@@ -492,7 +404,7 @@ class LLMEvaluator:
             return {i: Verdict.ungraded(i, error) for i in ids}, _FAILED, None
         usage = reply.usage
         try:
-            found, conflicts = self._parse(reply.text, ids)
+            found, conflicts = read_verdicts(reply.text, ids, strict=self.strict)
             found = self._probable(found, reply)
         except VerdictParseError as exc:
             log.warning("batch_unparseable", documents=len(ids), error=str(exc))
@@ -515,7 +427,7 @@ class LLMEvaluator:
             ):
                 found.update(graded)
                 usage += more
-        proposal = self._proposal(reply.text, found.values()) if propose else None
+        proposal = read_proposal(reply.text, found.values()) if propose else None
         return found, usage, proposal
 
     def _grade_singles(
@@ -553,7 +465,7 @@ class LLMEvaluator:
             return {i: Verdict.ungraded(i, f"llm error: {exc}") for i in ids}, _FAILED
         text, usage = reply.text, reply.usage
         try:
-            found, _ = self._parse(text, ids)
+            found, _ = read_verdicts(text, ids, strict=self.strict)
             found = self._probable(found, reply)
         except VerdictParseError as exc:
             if self.strict:
