@@ -17,9 +17,8 @@ call.
 What still fails becomes ``Verdict.ungraded`` (lenient) or raises (strict); it is never counted as
 relevant or irrelevant.
 
-One concept, kept whole though long: how documents become grading calls (sized to the context,
-packed, screened, asked again); how one reply is read into verdicts is
-:mod:`corrective_rag.evaluate.replies`.
+How many documents a call holds is :mod:`corrective_rag.evaluate.sizing`; how one reply is read
+into verdicts, :mod:`corrective_rag.evaluate.replies`; here, the calls made and asked again.
 """
 
 from __future__ import annotations
@@ -46,6 +45,7 @@ from corrective_rag.evaluate.scoring import (
     asked_logprobs,
     check_threshold,
 )
+from corrective_rag.evaluate.sizing import CallSizes, documents_fitting, reply_tokens
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.parallel import parallel_map
@@ -64,17 +64,8 @@ __all__: list[str] = []
 
 log: Any = get_logger(__name__)
 
-# The reply's reserve follows the schema's caps on free text (a token per 3 characters at most,
-# for English): a verdict is ~40 tokens of keys, id and numbers plus reasoning and missing; a
-# proposal adds next_query. A reply cut at the reserve keeps its complete verdicts.
-_REPLY_TOKENS_BASE = 60
-_REPLY_TOKENS_PER_DOC = 40 + 2 * -(-prompts.REASONING_CHARS // 3)
-_REPLY_TOKENS_PROPOSAL = 20 + -(-prompts.QUERY_CHARS // 3)
-_QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call true
-_BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
 _FAILED = Usage(llm_calls=1, failed_calls=1)
-_SIZES_KEPT = 4096  # documents whose cut text and token count an evaluator keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +182,7 @@ class LLMEvaluator:
             if score_by == "verbal"
             else f"+logprob@{self.threshold:.6f}"
         )
-        self._system_tokens: dict[bool, int] = {}
-        self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._sizing = CallSizes()
         if self.documents_per_call < 1:
             raise ConfigError(
                 f"max_doc_tokens={max_doc_tokens} leaves no room for one document in "
@@ -219,24 +209,6 @@ class LLMEvaluator:
             fresh.propose = True
         return check_judge(fresh, min_agreement=min_agreement, max_seconds=max_seconds)
 
-    # -- batch sizing ------------------------------------------------------------------------
-
-    def _fixed_tokens(self, question_tokens: int, *, propose: bool, exact: bool = True) -> int:
-        """Tokens of a call that do not depend on its documents: prompts and reply reserve.
-
-        Not ``exact``: the system prompt is estimated from its length (at most a token per three
-        characters of English), so that sizing a batch in advance does not load tiktoken.
-        """
-        system = prompts.grader_messages("", [], propose=propose)[0]["content"]
-        if not exact:
-            system_tokens = len(system) // 3
-        else:
-            if propose not in self._system_tokens:
-                self._system_tokens[propose] = self.counter.count(system)
-            system_tokens = self._system_tokens[propose]
-        reply = _REPLY_TOKENS_BASE + (_REPLY_TOKENS_PROPOSAL if propose else 0)
-        return system_tokens + 16 + question_tokens + reply  # 16: roles, "Question:", ...
-
     @property
     def documents_per_call(self) -> int:
         """Documents judged per call while that many are left (the Evaluator protocol).
@@ -244,30 +216,12 @@ class LLMEvaluator:
         Those of ``max_doc_tokens`` that fit ``context_tokens`` beside a question of up to 256
         tokens and a proposal (unless ``propose=False``), capped by ``batch_size``.
         """
-        propose = self.propose is not False
-        room = self.context_tokens - self._fixed_tokens(
-            _QUESTION_TOKENS, propose=propose, exact=False
+        return documents_fitting(
+            self.context_tokens,
+            self.max_doc_tokens,
+            self.batch_size,
+            propose=self.propose is not False,
         )
-        fit = room // (self.max_doc_tokens + _BLOCK_TOKENS + _REPLY_TOKENS_PER_DOC)
-        return fit if self.batch_size is None else min(fit, self.batch_size)
-
-    def _batches(
-        self, question: str, items: Sequence[_Item], *, propose: bool
-    ) -> list[list[_Item]]:
-        """Pack ``items`` in order into batches whose calls fit the context budget."""
-        fixed = self._fixed_tokens(self.counter.count(question), propose=propose)
-        room = self.context_tokens - fixed
-        cap = self.batch_size or len(items)
-        batches: list[list[_Item]] = []
-        used = room  # forces a first batch
-        for item in items:
-            need = item.tokens + _REPLY_TOKENS_PER_DOC
-            if not batches or len(batches[-1]) >= cap or used + need > room:
-                batches.append([])
-                used = 0
-            batches[-1].append(item)
-            used += need
-        return batches
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one verdict per document, in order, with the usage of every call made.
@@ -297,7 +251,7 @@ class LLMEvaluator:
             if cached is not None:
                 verdicts[doc.id] = cached
             else:
-                text, tokens = self._sized(doc)
+                text, tokens = self._sizing.sized(self.counter, doc, self.max_doc_tokens)
                 pending.append(_Item(doc, text, key, tokens))
         # A document shaped like an injection is graded in a call of its own: a model that obeys
         # it can then misjudge that document only, never the others of its batch. It is screened
@@ -306,7 +260,16 @@ class LLMEvaluator:
         if alone:
             log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
         shared = [item for item in pending if not _flagged(item)]
-        batches = self._batches(question, shared, propose=propose) + alone
+        batches = self._sizing.batches(
+            self.counter,
+            question,
+            shared,
+            lambda item: item.tokens,
+            context_tokens=self.context_tokens,
+            batch_size=self.batch_size,
+            propose=propose,
+        )
+        batches += alone
         usage = Usage()
         with metering() as meter:
             try:
@@ -338,22 +301,6 @@ class LLMEvaluator:
         )
         return Evaluation(ordered, usage, proposal)
 
-    def _sized(self, doc: Document) -> tuple[str, int]:
-        """``doc``'s text cut to ``max_doc_tokens`` and its block's tokens, once per text.
-
-        The loop sends a question's documents again (a verdict cache of 0, a batch of questions
-        over one corpus): tiktoken runs once per distinct (id, text, cap).
-        """
-        key = (doc.id, doc.text, self.max_doc_tokens)
-        sized = self._sizes.get(key)
-        if sized is None:
-            text = self.counter.truncate(doc.text, self.max_doc_tokens)
-            tokens = self.counter.count(text) + self.counter.count(doc.id) + _BLOCK_TOKENS
-            if len(self._sizes) >= _SIZES_KEPT:
-                self._sizes.clear()
-            sized = self._sizes[key] = (text, tokens)
-        return sized
-
     # -- one call ----------------------------------------------------------------------------
 
     def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> ChatReply:
@@ -362,7 +309,7 @@ class LLMEvaluator:
                 question, [(i.document.id, i.text) for i in items], propose=propose
             ),
             json_schema=prompts.verdict_schema(propose=propose),
-            max_tokens=_reply_tokens(len(items), propose=propose),
+            max_tokens=reply_tokens(len(items), propose=propose),
             **({} if self.logprobs is None else {"logprobs": self.logprobs}),
         )
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
@@ -482,12 +429,3 @@ class LLMEvaluator:
             if len(left) == len(ids):
                 usage += Usage(failed_calls=1)
         return found, usage
-
-
-def _reply_tokens(documents: int, *, propose: bool) -> int:
-    """Tokens reserved for a grading reply: follows the prompt's caps on its free text."""
-    return (
-        _REPLY_TOKENS_BASE
-        + _REPLY_TOKENS_PER_DOC * documents
-        + (_REPLY_TOKENS_PROPOSAL if propose else 0)
-    )
