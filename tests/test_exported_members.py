@@ -32,12 +32,23 @@ def _public(module: types.ModuleType) -> set[str]:
 
 @pytest.mark.parametrize("module", _exporters(), ids=lambda m: m.__name__)
 def test_all_is_sorted_and_names_every_public_name(module):
-    """__all__ is sorted, each name in it exists, and every public name (any case) is in it."""
+    """__all__ is sorted, each name in it exists, and every public name (any case) is in it.
+
+    A face may also carry a name the root exports (``corrective_rag.types.Verdict``, the path it
+    had before types/ was a package): the very same object, whose address is the root.
+    """
     exported = list(module.__all__)
     assert sorted(exported) == exported
     for name in exported:
         assert hasattr(module, name), name
-    assert set() == _public(module) - set(exported)
+    rooted = {
+        name
+        for name in corrective_rag.__all__
+        if module is not corrective_rag
+        and name in vars(module)
+        and vars(module)[name] is getattr(corrective_rag, name)
+    }
+    assert set() == _public(module) - set(exported) - rooted
 
 
 def test_the_root_is_the_names_a_user_needs():

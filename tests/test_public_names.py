@@ -138,7 +138,8 @@ def test_the_root_exports_the_types_of_its_extension_points() -> None:
     from corrective_rag import Evaluation, Relevance, StopReason, Verdict
 
     assert {"Evaluation", "Relevance", "StopReason", "Verdict"} <= set(corrective_rag.__all__)
-    assert "corrective_rag.types" == StopReason.__module__ == Verdict.__module__
+    assert "corrective_rag.types.runs" == StopReason.__module__
+    assert "corrective_rag.types.verdicts" == Verdict.__module__
     assert Evaluation is not None and Relevance is not None
 
 

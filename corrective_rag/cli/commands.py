@@ -2,6 +2,10 @@
 
 Handlers return the exit code and print results to stdout; errors are raised as the package's
 own exceptions and turned into one line by :func:`corrective_rag.cli.main.main`.
+
+One concept, kept whole though long: the handler table ``main`` dispatches on (a parser's
+``handler=`` names one here), each handler a thin call into the part it drives, sharing the
+output helpers (``_out``, ``dump_json``) that hide the API key and escape control characters.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ them; ids answered in conflict and every document of an unreadable batch are ask
 call.
 What still fails becomes ``Verdict.ungraded`` (lenient) or raises (strict); it is never counted as
 relevant or irrelevant.
+
+How many documents a call holds is :mod:`corrective_rag.evaluate.sizing`; how one reply is read
+into verdicts, :mod:`corrective_rag.evaluate.replies`; here, the calls made and asked again.
 """
 
 from __future__ import annotations
@@ -35,18 +38,16 @@ from corrective_rag.errors import (
     VerdictParseError,
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
-from corrective_rag.evaluate.logprobs import takes_logprobs, value_probabilities
-from corrective_rag.evaluate.normalise import normalise_verdict
+from corrective_rag.evaluate.logprobs import takes_logprobs
+from corrective_rag.evaluate.replies import read_proposal, read_verdicts, with_probabilities
 from corrective_rag.evaluate.scoring import (
     SCORE_BY,
     asked_logprobs,
     check_threshold,
-    recorded,
-    with_probability,
 )
+from corrective_rag.evaluate.sizing import CallSizes, documents_fitting, reply_tokens
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
-from corrective_rag.llm.jsonparse import complete_items, parse_json_object
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.spent import attach_spent, charge, metering
 from corrective_rag.models.tokens import TiktokenCounter
@@ -63,17 +64,8 @@ __all__: list[str] = []
 
 log: Any = get_logger(__name__)
 
-# The reply's reserve follows the schema's caps on free text (a token per 3 characters at most,
-# for English): a verdict is ~40 tokens of keys, id and numbers plus reasoning and missing; a
-# proposal adds next_query. A reply cut at the reserve keeps its complete verdicts.
-_REPLY_TOKENS_BASE = 60
-_REPLY_TOKENS_PER_DOC = 40 + 2 * -(-prompts.REASONING_CHARS // 3)
-_REPLY_TOKENS_PROPOSAL = 20 + -(-prompts.QUERY_CHARS // 3)
-_QUESTION_TOKENS = 256  # a question up to this long leaves documents_per_call true
-_BLOCK_TOKENS = 12  # the <document id=...> tag around a document, beside its id
 _SPLIT_STATUSES = (400, 413)  # a batch too long for the context: singles may still fit
 _FAILED = Usage(llm_calls=1, failed_calls=1)
-_SIZES_KEPT = 4096  # documents whose cut text and token count an evaluator keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +182,7 @@ class LLMEvaluator:
             if score_by == "verbal"
             else f"+logprob@{self.threshold:.6f}"
         )
-        self._system_tokens: dict[bool, int] = {}
-        self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._sizing = CallSizes()
         if self.documents_per_call < 1:
             raise ConfigError(
                 f"max_doc_tokens={max_doc_tokens} leaves no room for one document in "
@@ -218,24 +209,6 @@ class LLMEvaluator:
             fresh.propose = True
         return check_judge(fresh, min_agreement=min_agreement, max_seconds=max_seconds)
 
-    # -- batch sizing ------------------------------------------------------------------------
-
-    def _fixed_tokens(self, question_tokens: int, *, propose: bool, exact: bool = True) -> int:
-        """Tokens of a call that do not depend on its documents: prompts and reply reserve.
-
-        Not ``exact``: the system prompt is estimated from its length (at most a token per three
-        characters of English), so that sizing a batch in advance does not load tiktoken.
-        """
-        system = prompts.grader_messages("", [], propose=propose)[0]["content"]
-        if not exact:
-            system_tokens = len(system) // 3
-        else:
-            if propose not in self._system_tokens:
-                self._system_tokens[propose] = self.counter.count(system)
-            system_tokens = self._system_tokens[propose]
-        reply = _REPLY_TOKENS_BASE + (_REPLY_TOKENS_PROPOSAL if propose else 0)
-        return system_tokens + 16 + question_tokens + reply  # 16: roles, "Question:", ...
-
     @property
     def documents_per_call(self) -> int:
         """Documents judged per call while that many are left (the Evaluator protocol).
@@ -243,30 +216,12 @@ class LLMEvaluator:
         Those of ``max_doc_tokens`` that fit ``context_tokens`` beside a question of up to 256
         tokens and a proposal (unless ``propose=False``), capped by ``batch_size``.
         """
-        propose = self.propose is not False
-        room = self.context_tokens - self._fixed_tokens(
-            _QUESTION_TOKENS, propose=propose, exact=False
+        return documents_fitting(
+            self.context_tokens,
+            self.max_doc_tokens,
+            self.batch_size,
+            propose=self.propose is not False,
         )
-        fit = room // (self.max_doc_tokens + _BLOCK_TOKENS + _REPLY_TOKENS_PER_DOC)
-        return fit if self.batch_size is None else min(fit, self.batch_size)
-
-    def _batches(
-        self, question: str, items: Sequence[_Item], *, propose: bool
-    ) -> list[list[_Item]]:
-        """Pack ``items`` in order into batches whose calls fit the context budget."""
-        fixed = self._fixed_tokens(self.counter.count(question), propose=propose)
-        room = self.context_tokens - fixed
-        cap = self.batch_size or len(items)
-        batches: list[list[_Item]] = []
-        used = room  # forces a first batch
-        for item in items:
-            need = item.tokens + _REPLY_TOKENS_PER_DOC
-            if not batches or len(batches[-1]) >= cap or used + need > room:
-                batches.append([])
-                used = 0
-            batches[-1].append(item)
-            used += need
-        return batches
 
     def evaluate(self, question: str, documents: Sequence[Document]) -> Evaluation:
         """Return one verdict per document, in order, with the usage of every call made.
@@ -296,7 +251,7 @@ class LLMEvaluator:
             if cached is not None:
                 verdicts[doc.id] = cached
             else:
-                text, tokens = self._sized(doc)
+                text, tokens = self._sizing.sized(self.counter, doc, self.max_doc_tokens)
                 pending.append(_Item(doc, text, key, tokens))
         # A document shaped like an injection is graded in a call of its own: a model that obeys
         # it can then misjudge that document only, never the others of its batch. It is screened
@@ -305,7 +260,16 @@ class LLMEvaluator:
         if alone:
             log.warning("documents_graded_alone", document_ids=[b[0].document.id for b in alone])
         shared = [item for item in pending if not _flagged(item)]
-        batches = self._batches(question, shared, propose=propose) + alone
+        batches = self._sizing.batches(
+            self.counter,
+            question,
+            shared,
+            lambda item: item.tokens,
+            context_tokens=self.context_tokens,
+            batch_size=self.batch_size,
+            propose=propose,
+        )
+        batches += alone
         usage = Usage()
         with metering() as meter:
             try:
@@ -337,22 +301,6 @@ class LLMEvaluator:
         )
         return Evaluation(ordered, usage, proposal)
 
-    def _sized(self, doc: Document) -> tuple[str, int]:
-        """``doc``'s text cut to ``max_doc_tokens`` and its block's tokens, once per text.
-
-        The loop sends a question's documents again (a verdict cache of 0, a batch of questions
-        over one corpus): tiktoken runs once per distinct (id, text, cap).
-        """
-        key = (doc.id, doc.text, self.max_doc_tokens)
-        sized = self._sizes.get(key)
-        if sized is None:
-            text = self.counter.truncate(doc.text, self.max_doc_tokens)
-            tokens = self.counter.count(prompts.document_block(doc.id, text))
-            if len(self._sizes) >= _SIZES_KEPT:
-                self._sizes.clear()
-            sized = self._sizes[key] = (text, tokens)
-        return sized
-
     # -- one call ----------------------------------------------------------------------------
 
     def _call(self, question: str, items: Sequence[_Item], *, propose: bool) -> ChatReply:
@@ -361,106 +309,17 @@ class LLMEvaluator:
                 question, [(i.document.id, i.text) for i in items], propose=propose
             ),
             json_schema=prompts.verdict_schema(propose=propose),
-            max_tokens=_reply_tokens(len(items), propose=propose),
+            max_tokens=reply_tokens(len(items), propose=propose),
             **({} if self.logprobs is None else {"logprobs": self.logprobs}),
         )
         charge(reply.usage)  # what a strict failure later in this evaluate call must still count
         return reply
 
-    def _proposal(self, text: str, verdicts: Iterable[Verdict]) -> Proposal | None:
-        """The reply's ``next_query``, or ``None`` when it has no usable one.
-
-        What it is for (``Proposal.lacking``) is what the relevant verdicts say is missing, or
-        a ``lacking`` the model wrote on its own.
-        """
-        try:
-            obj = parse_json_object(text, strict=False)
-        except VerdictParseError:
-            return None
-        query, lacking = obj.get("next_query"), obj.get("lacking")
-        if not isinstance(query, str) or not query.strip():
-            return None
-        missing = [m for v in verdicts if v.relevant for m in v.missing]
-        said = (
-            " ".join(lacking.split())[: prompts.REASONING_CHARS] if isinstance(lacking, str) else ""
-        )
-        return Proposal(" ".join(query.split()), "; ".join(dict.fromkeys(missing)) or said)
-
     def _probable(self, found: dict[str, Verdict], reply: ChatReply) -> dict[str, Verdict]:
-        """``found`` with the reply's token probabilities: recorded, or deciding (``score_by``).
-
-        A verdict whose probability cannot be read soundly keeps its written fields.
-        """
-        if self.logprobs is None or not reply.logprobs:
+        """``found`` with the reply's token probabilities, when this evaluator asks for them."""
+        if self.logprobs is None:
             return found
-        probabilities = value_probabilities(reply.text, reply.logprobs)
-        by_probability = self.score_by == "probability"
-        out: dict[str, Verdict] = {}
-        for doc_id, verdict in found.items():
-            p = probabilities.get(doc_id)
-            if p is None:
-                out[doc_id] = verdict
-            elif by_probability:
-                out[doc_id] = with_probability(verdict, p, self.threshold)
-            else:
-                out[doc_id] = recorded(verdict, p)
-        return out
-
-    def _parse(self, text: str, ids: Sequence[str]) -> tuple[dict[str, Verdict], set[str]]:
-        """Verdicts for the sent ``ids`` found in ``text``, and the ids answered in conflict.
-
-        Unknown ids are dropped; an id answered twice differently is left out and returned
-        among the conflicts. Lenient: a reply cut short still yields its complete verdicts.
-        """
-        items = self._items(text, len(ids))
-        found: dict[str, Verdict] = {}
-        conflicts: set[str] = set()
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            doc_id = item.get("id", item.get("document_id", item.get("doc_id")))
-            if doc_id is None and len(ids) == 1:
-                doc_id = ids[0]
-            if doc_id not in ids:
-                log.warning("verdict_unknown_id", document_id=str(doc_id)[:80], sent=len(ids))
-                continue
-            doc_id = str(doc_id)
-            try:
-                verdict = normalise_verdict(doc_id, item, raw=text)
-            except VerdictParseError as exc:
-                log.warning("verdict_unusable", document_id=doc_id, error=str(exc))
-                continue
-            if doc_id in found and found[doc_id] != verdict:
-                conflicts.add(doc_id)
-            found[doc_id] = verdict
-        if conflicts:
-            log.warning("verdict_conflicting_ids", document_ids=sorted(conflicts))
-        return {k: v for k, v in found.items() if k not in conflicts}, conflicts
-
-    def _items(self, text: str, sent: int) -> list[Any]:
-        """The reply's verdict objects; in lenient mode, the complete ones of a cut reply."""
-        failure: VerdictParseError | None = None
-        try:
-            obj: dict[str, Any] | None = parse_json_object(text, strict=self.strict)
-        except VerdictParseError as exc:
-            if self.strict:
-                raise
-            obj, failure = None, exc
-        items: Any = None if obj is None else obj.get("verdicts")
-        if items is None and not self.strict:
-            # A reply cut at its token limit is no JSON (and its lenient parse may find one
-            # inner verdict object instead): keep the verdicts it finished.
-            items = complete_items(text, "verdicts") or None
-            if items:
-                log.info("verdicts_salvaged", kept=len(items), sent=sent)
-        bare = obj is not None and any(k in obj for k in ("relevant", "score", "label"))
-        if items is None and bare and sent == 1:
-            items = [obj]  # a single bare verdict object
-        if items is None and failure is not None:
-            raise failure
-        if not isinstance(items, list):
-            raise VerdictParseError("reply has no 'verdicts' list", raw=text)
-        return items
+        return with_probabilities(found, reply, score_by=self.score_by, threshold=self.threshold)
 
     # -- batches and singles -----------------------------------------------------------------
 
@@ -492,7 +351,7 @@ class LLMEvaluator:
             return {i: Verdict.ungraded(i, error) for i in ids}, _FAILED, None
         usage = reply.usage
         try:
-            found, conflicts = self._parse(reply.text, ids)
+            found, conflicts = read_verdicts(reply.text, ids, strict=self.strict)
             found = self._probable(found, reply)
         except VerdictParseError as exc:
             log.warning("batch_unparseable", documents=len(ids), error=str(exc))
@@ -515,7 +374,7 @@ class LLMEvaluator:
             ):
                 found.update(graded)
                 usage += more
-        proposal = self._proposal(reply.text, found.values()) if propose else None
+        proposal = read_proposal(reply.text, found.values()) if propose else None
         return found, usage, proposal
 
     def _grade_singles(
@@ -553,7 +412,7 @@ class LLMEvaluator:
             return {i: Verdict.ungraded(i, f"llm error: {exc}") for i in ids}, _FAILED
         text, usage = reply.text, reply.usage
         try:
-            found, _ = self._parse(text, ids)
+            found, _ = read_verdicts(text, ids, strict=self.strict)
             found = self._probable(found, reply)
         except VerdictParseError as exc:
             if self.strict:
@@ -570,12 +429,3 @@ class LLMEvaluator:
             if len(left) == len(ids):
                 usage += Usage(failed_calls=1)
         return found, usage
-
-
-def _reply_tokens(documents: int, *, propose: bool) -> int:
-    """Tokens reserved for a grading reply: follows the prompt's caps on its free text."""
-    return (
-        _REPLY_TOKENS_BASE
-        + _REPLY_TOKENS_PER_DOC * documents
-        + (_REPLY_TOKENS_PROPOSAL if propose else 0)
-    )

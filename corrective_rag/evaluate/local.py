@@ -45,6 +45,10 @@ empty: ``missing`` is what a judge says is still unanswered, which word overlap 
 question words a document lacks are named in the reasoning). The documents are read by the model
 once each per evaluation (their sentences' vectors pool the same pass), and nothing is
 remembered between calls.
+
+One concept, kept whole though long: the offline judge's decision, from features to verdicts
+(its features are :mod:`.local_features`, its title links :mod:`.links`, its keep rule
+:mod:`.selection`); most of the length is this account of why it decides as it does.
 """
 
 from __future__ import annotations

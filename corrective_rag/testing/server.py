@@ -14,6 +14,11 @@ each, and recorded::
     with ScriptedLLMServer(latency=0.05) as server:
         server.enqueue(Fault.rate_limited(retry_after="1"))
         client = OpenAIChatClient(server.base_url, "scripted")
+
+One concept, kept whole though long: one scripted server, its request handler and the state the
+handler reads (queued faults, held requests, recorded requests and hang-ups) being two sides of
+one object; what it answers is :mod:`.replies`, :mod:`.faults`, :mod:`.schema_fit` and
+:mod:`.token_logprobs`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from corrective_rag.calls import Retries
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.logprobs import value_probabilities
+from corrective_rag.evaluate.replies import read_verdicts
 from corrective_rag.evaluate.spans import relevant_values
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.testing import ScriptedLLMServer, TokenScript
@@ -31,9 +32,7 @@ def test_ids_agree_with_the_evaluators_parser():
         '{"verdicts": [{"doc_id": "b", "id": "a", "relevant": true},'
         ' {"id": "b", "details": {"id": "a", "relevant": true}, "relevant": false}]}'
     )
-    with ScriptedLLMServer() as srv:
-        evaluator = LLMEvaluator(OpenAIChatClient(srv.base_url, "scripted"), logprobs=None)
-        found, _ = evaluator._parse(text, ["a", "b"])
+    found, _ = read_verdicts(text, ["a", "b"], strict=False)
     values = {v.document_id: v.value for v in relevant_values(text, ["a", "b"])}
     assert {k: v.relevant for k, v in found.items()} == values
 
