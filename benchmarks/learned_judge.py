@@ -59,9 +59,9 @@ from train_judge import (  # noqa: E402
     save_cache,
 )
 
-from corrective_rag.evaluate.calibration import auc, f1_at, fit_threshold  # noqa: E402
-from corrective_rag.evaluate.check_pairs import CheckPair  # noqa: E402
-from corrective_rag.evaluate.compare import grade_pairs  # noqa: E402
+from corrective_rag.evaluate.check.fit import auc, f1_at, fit_threshold  # noqa: E402
+from corrective_rag.evaluate.check.grading import grade_pairs  # noqa: E402
+from corrective_rag.evaluate.check.pairs import CheckPair  # noqa: E402
 from corrective_rag.evaluate.local import LocalEvaluator  # noqa: E402
 
 LOCAL_CACHE = Path(tempfile.gettempdir()) / "corrective_rag_bench" / "judge-local-scores.json"
@@ -79,9 +79,10 @@ def local_scores(corpus: Corpus, rows: Rows, embedder: Any) -> np.ndarray:
             for i, relevant in check_pairs(question):
                 checks.append((f"{corpus.name}\t{question.text}\t{i}", question.text, i, relevant))
         pairs = [CheckPair(q, corpus.documents[i], r) for _, q, i, r in checks]
-        verdicts, _, seconds, errors = grade_pairs(LocalEvaluator(embedder), pairs)
-        if errors:
-            raise SystemExit(f"the local judge failed: {errors[:3]}")
+        grading = grade_pairs(LocalEvaluator(embedder), pairs)
+        verdicts, seconds = grading.verdicts, grading.seconds
+        if grading.errors:
+            raise SystemExit(f"the local judge failed: {grading.errors[:3]}")
         for (key, *_), v in zip(checks, verdicts, strict=True):
             scores[key] = float(v.score if v is not None and v.score is not None else 0.0)
         stored["seconds_per_pair"] = seconds / max(1, len(pairs))

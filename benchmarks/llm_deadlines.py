@@ -6,9 +6,11 @@ store built here (no data folder needed), with default settings unless told othe
 * ``never-answers``: a TCP server that accepts connections and never sends a byte;
 * ``holds-chat``: the scripted server answers ``/models`` but holds every chat request;
 * ``ctrl-c run`` / ``ctrl-c batch``: SIGINT once the server holds a request; seconds from the
-  signal to the exit.
+  signal to the exit;
+* ``judge-check``: plain, ``--compare`` and ``--pairs`` against a server that drips every reply,
+  with ``--deadline 5 --timeout 2``: seconds to the exit and its one line.
 
-    python benchmarks/llm_deadlines.py --json OUT.json [--only ctrl-c]
+    python benchmarks/llm_deadlines.py --json OUT.json [--only ctrl-c|judge-check]
 """
 
 from __future__ import annotations
@@ -147,10 +149,39 @@ def ctrl_c_batch(store: Path, tmp: Path) -> dict:
     return result
 
 
+def judge_check_drip(tmp: Path) -> dict:
+    from corrective_rag.evaluate.check.pairs import CHECK_PAIRS
+    from corrective_rag.testing import HostileLLMServer
+
+    pairs = tmp / "pairs.jsonl"
+    pairs.write_text(
+        "".join(
+            json.dumps({"question": p.question, "text": p.document.text, "relevant": p.relevant})
+            + "\n"
+            for p in CHECK_PAIRS
+        )
+    )
+    written = ["--calibration", str(tmp / "profile.json")]
+    modes = {
+        "plain": [],
+        "compare": ["--compare", *written],
+        "pairs": ["--pairs", str(pairs), *written],
+    }
+    out = {}
+    with HostileLLMServer("drip", interval=0.2) as server:
+        for name, more in modes.items():
+            command = [
+                sys.executable, "-m", "corrective_rag", "judge-check", "--llm-url",
+                server.base_url, "--model", "m", "--deadline", "5", "--timeout", "2", *more,
+            ]  # fmt: skip
+            out[name] = _run_to_end(command)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="OUT", help="write the figures as JSON")
-    parser.add_argument("--only", choices=["deadlines", "ctrl-c"], default=None)
+    parser.add_argument("--only", choices=["deadlines", "ctrl-c", "judge-check"], default=None)
     args = parser.parse_args()
     figures: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp_text:
@@ -162,6 +193,8 @@ def main() -> None:
         if args.only in (None, "ctrl-c"):
             figures["ctrl_c_run"] = ctrl_c_run(store)
             figures["ctrl_c_batch"] = ctrl_c_batch(store, tmp)
+        if args.only in (None, "judge-check"):
+            figures["judge_check_drip"] = judge_check_drip(tmp)
     text = json.dumps(figures, indent=2)
     print(text)
     if args.json:

@@ -24,6 +24,7 @@ size (the UTF-8 length of each key and value, a list's items summed) and the lar
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -31,7 +32,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,7 +48,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from corrective_rag import tracing
+from corrective_rag import observe
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
@@ -103,6 +104,41 @@ def arrived(phoenix: str, spans: list[ReadableSpan]) -> int:
         cursor = f"&cursor={page['next_cursor']}"
 
 
+# What each export needs: the package to install, and the extra that installs it.
+EXPORTERS = {
+    "grpc": (
+        "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+        "opentelemetry-exporter-otlp-proto-grpc (installed with chromadb)",
+    ),
+    "http": (
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+        "opentelemetry-exporter-otlp-proto-http with its dependencies "
+        "(pip install 'corrective_rag[bench]')",
+    ),
+}
+
+
+def otlp_exporter(args: argparse.Namespace) -> SpanExporter:
+    """The OTLP exporter for ``args.url``, imported only now: ``--memory`` needs none.
+
+    Raises SystemExit with one line naming what to install when the exporter, or a module it
+    imports (``opentelemetry-exporter-http-transport`` for the HTTP one since 1.45), is missing,
+    before any run is made.
+    """
+    module, install = EXPORTERS["grpc" if args.grpc else "http"]
+    try:
+        exporter_class = importlib.import_module(module).OTLPSpanExporter
+    except ImportError as exc:
+        missing = f"{exc}"
+        if (exc.name or "").startswith("opentelemetry.exporter.http"):
+            missing += " (from opentelemetry-exporter-http-transport)"
+        raise SystemExit(f"phoenix_trace: exporting needs {install}: {missing}") from None
+    if args.grpc:
+        return cast(SpanExporter, exporter_class(endpoint=args.url, insecure=True))
+    headers = dict(h.split("=", 1) for h in args.header)
+    return cast(SpanExporter, exporter_class(endpoint=args.url, headers=headers or None))
+
+
 def one_run(question: str, embedder: SentenceTransformerEmbedder) -> Any:
     """The traced run: a hybrid store, the LLM judge and rewriter against the scripted server."""
     with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
@@ -133,21 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.memory and not args.url:
         parser.error("give a collector URL or --memory")
 
-    exporter: SpanExporter
     memory = InMemorySpanExporter()
-    if args.memory:
-        exporter = memory
-    elif args.grpc:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
-        )
-
-        exporter = GrpcExporter(endpoint=args.url, insecure=True)
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        headers = dict(h.split("=", 1) for h in args.header)
-        exporter = OTLPSpanExporter(endpoint=args.url, headers=headers or None)
+    exporter = memory if args.memory else otlp_exporter(args)
     provider = TracerProvider(resource=Resource.create({"service.name": args.service}))
     # gRPC: every span in one batch, sent at the end, as a busy service's batches hold many runs
     processor: SpanProcessor = (
@@ -159,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.memory:
         provider.add_span_processor(SimpleSpanProcessor(memory))  # to count what was sent
     trace.set_tracer_provider(provider)
-    tracing.capture_content(args.content)
+    observe.capture_content(args.content)
 
     question = QUESTION
     if args.question_chars > len(question):

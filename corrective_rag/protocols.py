@@ -210,10 +210,14 @@ class ChatModel(Protocol):
         With ``json_schema`` the model is asked for JSON matching it (``response_format``
         ``json_schema``, falling back to ``json_object``, then to the instructions alone); the
         reply text is returned as-is, for the caller to parse. A chat model may also take a
-        keyword ``logprobs: int | None`` (0..20): the reply's tokens then come with their log
-        probabilities and that many alternatives each (``ChatReply.logprobs``) where the model
-        can say them. It is optional, so that a chat model written without it keeps its type:
-        the evaluators pass it only where ``complete``'s signature takes it
+        keyword ``logprobs: bool | int | None``, as OpenAI's chat API reads its ``logprobs``
+        and ``top_logprobs``: ``True`` asks for each reply token's log probability with
+        :data:`~corrective_rag.llm.options.DEFAULT_TOP_LOGPROBS` alternatives each, an int
+        0..20 with that many alternatives (0: the chosen tokens' own only, from which no judge
+        reads a probability: it needs an alternative at the value), ``None`` or ``False``
+        none. They come back in ``ChatReply.logprobs`` where the model can say them. The
+        keyword is optional, so that a chat model written without it keeps its type: the
+        evaluators pass it only where ``complete``'s signature takes it
         (:func:`corrective_rag.evaluate.logprobs.takes_logprobs`).
         """
         ...

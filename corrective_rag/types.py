@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from corrective_rag.errors import InputError
-from corrective_rag.inputs import surrogate_at
+from corrective_rag.errors import CUT_STORED, InputError, cut_text
+from corrective_rag.inputs import inexact_int, surrogate_at
 
 # what the root re-exports from here is listed there, not here
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "RewriteSource",
     "Strip",
     "Usage",
-    "cut_marked",
     "missing_items",
     "record_fields",
 ]
@@ -55,7 +54,8 @@ class Document:
         id: unique, non-empty, at most 512 characters, no NUL and no control characters.
         text: non-empty, not only whitespace, no NUL characters; neither id nor text may hold
             a lone surrogate (text that is not valid Unicode).
-        metadata: flat mapping of str to str / int / float / bool (what chromadb can filter on).
+        metadata: flat mapping of str to str / int / float / bool (what chromadb can filter on);
+            an int within +-2**53 (``inputs.MAX_EXACT_INT``), which the stores compare exactly.
     """
 
     id: str
@@ -96,6 +96,11 @@ class Document:
                 raise InputError(
                     f"document {self.id!r}: metadata {key!r} must be str, int, float or bool, "
                     f"got {type(value).__name__}"
+                )
+            if inexact_int(value):  # the stores would compare it as another number
+                raise InputError(
+                    f"document {self.id!r}: metadata {key!r} is an integer past 2**53, which "
+                    "the stores cannot compare exactly; store it as a string"
                 )
         object.__setattr__(self, "metadata", _frozen_mapping(meta))
 
@@ -179,19 +184,6 @@ SCORE_SOURCES = ("verbal", "logprob")  # Verdict.score_source: written fields, t
 MAX_RAW_CHARS = 4000  # what the model said, kept only to show why a verdict is ungraded
 
 
-def cut_marked(text: str, limit: int) -> str:
-    """``text``, or its start and how long it was when longer than ``limit`` characters.
-
-    The result is never longer than ``limit`` (so cutting again changes nothing).
-    """
-    if len(text) <= limit:
-        return text
-    mark = f" [... cut: {len(text):,} characters]"
-    if limit < len(mark):
-        return text[: max(limit, 0)]
-    return text[: limit - len(mark)] + mark
-
-
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """An evaluator's judgement of one document against the original question.
@@ -239,13 +231,17 @@ class Verdict:
             ``MAX_MISSING_ITEMS`` items of at most ``MAX_MISSING_CHARS`` characters each.
         score_source: where relevant, score and confidence came from: ``"verbal"`` (what the
             judge wrote or computed) or ``"logprob"`` (the model's token probabilities).
+        probability: the probability the model put on ``relevant: true`` (its token mass,
+            read from the reply), or ``None`` when none was read. Recorded beside a verbal
+            verdict for inspection and for ``judge-check``; the one that decided a
+            ``"logprob"`` verdict (:mod:`corrective_rag.evaluate.scoring`).
 
     Types are checked, not only ranges: ``relevant`` is a ``bool`` (``"false"`` or ``1`` is
     refused, never kept as truthy), ``label`` a :class:`Relevance`, ``score`` and
     ``confidence`` real numbers (not ``bool``, not NaN nor infinite) stored as ``float``;
     ``reasoning`` is a string and ``error`` and ``raw`` strings or ``None``. A reasoning longer
     than ``MAX_REASONING_CHARS`` and a raw reply longer than ``MAX_RAW_CHARS`` are cut, ending
-    with their length (:func:`cut_marked`).
+    with their length (:func:`~corrective_rag.errors.cut_text`, ``CUT_STORED``).
 
     Raises:
         InputError: a field of the wrong type or out of range.
@@ -263,6 +259,7 @@ class Verdict:
     # Where score and confidence came from: "verbal" (the fields the model wrote, or the
     # offline judge's own) or "logprob" (the model's token probabilities, evaluate/logprobs.py).
     score_source: str = "verbal"
+    probability: float | None = None  # P(relevant: true) read from the tokens, if any
 
     def __post_init__(self) -> None:
         if self.score_source not in SCORE_SOURCES:
@@ -272,7 +269,7 @@ class Verdict:
         where = f"verdict for {self.document_id!r}"
         missing = missing_items(self.missing, self.document_id)[:MAX_MISSING_ITEMS]
         object.__setattr__(
-            self, "missing", tuple(cut_marked(m, MAX_MISSING_CHARS) for m in missing)
+            self, "missing", tuple(cut_text(m, MAX_MISSING_CHARS, CUT_STORED) for m in missing)
         )
         graded = (self.relevant, self.label, self.score, self.confidence)
         if any(v is None for v in graded) and any(v is not None for v in graded):
@@ -286,7 +283,7 @@ class Verdict:
             )
         if self.label is not None and not isinstance(self.label, Relevance):
             raise InputError(f"{where}: label must be a Relevance or None, got {self.label!r}")
-        for name in ("score", "confidence"):
+        for name in ("score", "confidence", "probability"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -299,9 +296,11 @@ class Verdict:
             value = getattr(self, name)
             if not isinstance(value, str) and (name == "reasoning" or value is not None):
                 raise InputError(f"{where}: {name} must be a string, got {value!r}")
-        object.__setattr__(self, "reasoning", cut_marked(self.reasoning, MAX_REASONING_CHARS))
+        object.__setattr__(
+            self, "reasoning", cut_text(self.reasoning, MAX_REASONING_CHARS, CUT_STORED)
+        )
         if self.raw is not None:
-            object.__setattr__(self, "raw", cut_marked(self.raw, MAX_RAW_CHARS))
+            object.__setattr__(self, "raw", cut_text(self.raw, MAX_RAW_CHARS, CUT_STORED))
         if self.relevant is None and not self.error:
             raise InputError(f"ungraded verdict for {self.document_id!r} needs an error message")
 
@@ -364,8 +363,10 @@ class TokenLogprob:
     """One generated token, its log probability, and the most likely tokens at its place.
 
     Attributes:
-        token: the token's text.
-        logprob: its natural log probability (<= 0).
+        token: the token's text (the tokens of a reply spell its text).
+        logprob: its natural log probability as the server sent it: a place holding NaN, an
+            infinity or a value above 0 is refused by the readers
+            (:mod:`corrective_rag.evaluate.logprobs`).
         top: ``(token, logprob)`` of the most likely tokens at this place, as the server sent.
     """
 

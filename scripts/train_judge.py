@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from benchmarks.beir import load_collection  # noqa: E402
-from corrective_rag.evaluate.calibration import fit_threshold  # noqa: E402
+from corrective_rag.evaluate.check.fit import fit_threshold  # noqa: E402
 from corrective_rag.evaluate.learned import LEARNED_FEATURES, LearnedEvaluator  # noqa: E402
 from corrective_rag.text import tokenize  # noqa: E402
 from corrective_rag.types import Document  # noqa: E402

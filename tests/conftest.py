@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 # Tests never reach a model hub: a wrong model name fails at once instead of retrying the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# The command line reads the judge profile judge-check wrote (~/.config/corrective-rag/...): the
+# tests' commands read none but the ones they write themselves.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="corrective-rag-tests-config-")
+os.environ.pop("CORRECTIVE_RAG_CALIBRATION", None)
 
 from collections.abc import Iterator
 

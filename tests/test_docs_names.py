@@ -45,9 +45,9 @@ def test_every_named_file_exists() -> None:
 
 
 def _span_attribute(page: str, dotted: str) -> bool:
-    """docs/tracing.md names spans and span keys ``corrective_rag.<key>``, each in tracing.py."""
+    """docs/tracing.md names spans and span keys ``corrective_rag.<key>``, each in spans.py."""
     key = dotted.removeprefix("corrective_rag.")
-    source = (ROOT / "corrective_rag" / "tracing.py").read_text(encoding="utf-8")
+    source = (ROOT / "corrective_rag" / "observe" / "spans.py").read_text(encoding="utf-8")
     # a name ending in "." is the start of a key: "llm.token_count." of "llm.token_count.total"
     if dotted.endswith("."):
         return page == "tracing.md" and f'"{dotted}' in source

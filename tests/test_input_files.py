@@ -123,3 +123,41 @@ def test_lines_bounded_each(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="larger than 3 bytes"):
         list(read_bounded_lines(path, max_bytes=3, max_line_bytes=10))
+
+
+def test_a_file_must_begin_as_its_kind_before_it_is_read_whole(tmp_path: Path) -> None:
+    """``start``: a file of the package's own kind is read; any other is refused at its first
+    bytes, whatever the (large) cap."""
+    path = tmp_path / "snapshot.json"
+    path.write_bytes(b'{"format": 1}')
+    assert {"format": 1} == read_bounded_json(path, max_bytes=1 << 30, start=b'{"format": ')
+    path.write_bytes(b"\0" * 1_000_000)
+    with pytest.raises(InputError, match=r"snapshot\.json: not a file of this kind"):
+        read_bounded(path, max_bytes=1 << 30, start=b'{"format": ')
+    path.write_bytes(b"{")  # shorter than the start
+    with pytest.raises(InputError, match="not a file of this kind"):
+        read_bounded(path, max_bytes=100, start=b'{"format": ')
+
+
+def test_lines_with_their_ends_for_append_only_files(tmp_path: Path) -> None:
+    """``ends``: every line as read, blank ones and the newline kept, so that a last line
+    without one (a write cut short) shows, and bytes can be counted."""
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"a\n\nb\r\ntorn")
+    assert [(1, b"a\n"), (2, b"\n"), (3, b"b\r\n"), (4, b"torn")] == list(
+        read_bounded_lines(path, max_bytes=100, max_line_bytes=10, ends=True)
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no FIFOs")
+def test_open_regular_streams_a_file_and_refuses_a_fifo(tmp_path: Path) -> None:
+    """For a caller that streams (a corpus): a regular file opened, a FIFO refused unopened."""
+    from corrective_rag.inputs import open_regular
+
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"x" * 100_000)
+    with open_regular(path) as fh:
+        assert b"x" * 10 == fh.read(10)
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(InputError, match="a pipe, not a regular file"):
+        open_regular(tmp_path / "pipe")

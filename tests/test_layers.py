@@ -21,8 +21,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "_version": 0,
     "inputs": 1,
-    "logs": 1,
-    "tracing": 1,
+    "observe": 1,
     "types": 2,
     "protocols": 3,
     # what every outgoing call shares, and the tools every part uses
@@ -171,6 +170,18 @@ def upward(imports: dict[str, set[str]], module: str) -> list[str]:
 
 
 GRAPH = graph()
+
+
+# The top level: the package's face and the vocabulary every part speaks (issue 49: at most
+# eight top-level modules, the two packages every part uses, inputs/ and observe/, counted).
+TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "protocols", "types"}
+
+
+def test_the_top_level_holds_the_vocabulary_only() -> None:
+    """The top-level modules are the face and the vocabulary; a concern of its own (what the
+    package reads, what it tells the outside world) is a subpackage, placed here on purpose."""
+    assert TOP_LEVEL == {p.stem for p in PACKAGE.glob("*.py")}
+    assert len(TOP_LEVEL | {"inputs", "observe"}) <= 8
 
 
 def test_every_part_has_a_layer() -> None:

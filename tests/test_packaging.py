@@ -1,5 +1,7 @@
 import ast
 import configparser
+import email.message
+import email.parser
 import importlib.metadata
 import re
 import shutil
@@ -7,6 +9,8 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,30 +93,20 @@ def test_version_flag_prints_the_package_version(capsys):
     assert f"corrective-rag {__version__}\n" == capsys.readouterr().out
 
 
-def test_the_mit_licence_is_shipped_and_declared():
-    """A LICENSE file holds the MIT text the metadata names, and setup.cfg ships it."""
-    config = _setup_cfg()
-    assert "MIT" == config["metadata"]["license"].strip()
-    assert ["LICENSE"] == config["metadata"]["license_files"].split()
-    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
-    assert text.startswith("MIT License\n")
-    assert "corrective_rag contributors" in text
-    assert 'THE SOFTWARE IS PROVIDED "AS IS"' in text
-
-
 _NOT_SOURCE = shutil.ignore_patterns(
     ".git", "__pycache__", "*.egg-info", ".*_cache", "build", "dist", ".venv", "mutants"
 )
 
 
-def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
-    """The source tarball holds every module of the package, py.typed, LICENSE, README and
-    CHANGELOG, and no test file (the tests need the whole checkout, so it ships none)."""
+def _backend(tmp_path: Path, hook: str) -> Path:
+    """Run setuptools' PEP 517 ``hook`` on a copy of the checkout (the installed setuptools, no
+    network); returns what it wrote, under ``tmp_path / "out"``."""
     tree = tmp_path / "tree"
     shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
-    build = "from setuptools import build_meta; print(build_meta.build_sdist(%r))"
+    (tmp_path / "out").mkdir()
+    call = f"from setuptools import build_meta; print(build_meta.{hook}({str(tmp_path / 'out')!r}))"
     done = subprocess.run(
-        [sys.executable, "-c", build % str(tmp_path / "dist")],
+        [sys.executable, "-c", call],
         cwd=tree,
         capture_output=True,
         text=True,
@@ -120,8 +114,52 @@ def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
         check=False,
     )
     assert 0 == done.returncode, done.stderr[-2000:]
-    name = done.stdout.strip().splitlines()[-1]
-    with tarfile.open(tmp_path / "dist" / name) as tar:
+    return tmp_path / "out" / done.stdout.strip().splitlines()[-1]
+
+
+def _built_metadata(tmp_path: Path) -> email.message.Message:
+    """The core metadata setuptools writes for the wheel."""
+    info = _backend(tmp_path, "prepare_metadata_for_build_wheel") / "METADATA"
+    return email.parser.Parser().parsestr(info.read_text(encoding="utf-8"))
+
+
+def test_the_mit_licence_is_shipped_and_declared(tmp_path):
+    """A LICENSE file holds the MIT text, and the metadata declares it as PEP 639 does: a
+    `License-Expression: MIT` with the file, no legacy `License` field, no License classifier
+    (retired beside an expression), and the build backend pinned to a setuptools that writes it
+    (76 silently wrote no licence at all)."""
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n")
+    assert "corrective_rag contributors" in text
+    assert 'THE SOFTWARE IS PROVIDED "AS IS"' in text
+    metadata = _built_metadata(tmp_path)
+    assert ("MIT", ["LICENSE"], None) == (
+        metadata["License-Expression"],
+        metadata.get_all("License-File"),
+        metadata["License"],
+    )
+    assert [] == [c for c in metadata.get_all("Classifier") if c.startswith("License ::")]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"setuptools>=77.0.3"' in pyproject
+
+
+def test_a_packager_finds_what_pyroma_looks_for(tmp_path):
+    """pyroma rates the package 10/10 (author and contact, project URL, keywords, development
+    status, licence, summary, README), from the metadata it builds as `pyroma .` does."""
+    pytest.importorskip("pyroma")
+    from pyroma import projectdata, ratings
+
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT, tree, ignore=_NOT_SOURCE)
+    data = projectdata.get_data(str(tree))
+    assert (10, []) == ratings.rate(data)
+
+
+def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
+    """The source tarball holds every module of the package, py.typed, the reference vectors,
+    LICENSE, README and CHANGELOG, and no test file (the tests need the whole checkout, so it
+    ships none)."""
+    with tarfile.open(_backend(tmp_path, "build_sdist")) as tar:
         shipped = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
     package = {
         p.relative_to(ROOT).as_posix()
@@ -130,5 +168,6 @@ def test_the_sdist_ships_the_package_and_no_tests(tmp_path):
     }
     assert package <= shipped
     assert {"LICENSE", "README.md", "CHANGELOG.md", "corrective_rag/py.typed"} <= shipped
+    assert "corrective_rag/models/reference_vectors.json" in shipped  # the export's check
     assert [] == sorted(p for p in shipped if p.startswith(("tests/", "benchmarks/", "scripts/")))
     assert [] == sorted(p for p in shipped if p.endswith((".pyc", "conftest.py")))

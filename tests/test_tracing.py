@@ -13,12 +13,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from corrective_rag import tracing
+from corrective_rag import observe
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.evaluate.llm import LLMEvaluator
+from corrective_rag.generate.llm import LLMGenerator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.loop.orchestrator import CorrectiveRAGOrchestrator
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.observe import spans as tracing
 from corrective_rag.rewrite.llm import LLMRewriter
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing import ScriptedLLMServer
@@ -59,9 +61,9 @@ def _provider() -> Iterator[None]:
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
-    tracing.capture_content(False)
+    observe.capture_content(False)
     yield _EXPORTER
-    tracing.capture_content(False)
+    observe.capture_content(False)
 
 
 def _ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
@@ -72,6 +74,11 @@ def _ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
 
 def _named(found: list[ReadableSpan], name: str) -> list[ReadableSpan]:
     return [s for s in found if s.name == name]
+
+
+def _op(found: list[ReadableSpan], operation: str) -> list[ReadableSpan]:
+    """The spans of one GenAI operation (``iteration``, ``retrieval``, ``chat``), any name."""
+    return [s for s in found if s.attributes.get("gen_ai.operation.name") == operation]
 
 
 def _hybrid_run(embedder: SentenceTransformerEmbedder, **options: object) -> object:
@@ -100,8 +107,8 @@ def test_a_two_iteration_run_leaves_run_iteration_and_search_spans_parented(span
     result = _hybrid_run(embedder)
     found = _ours(spans)
     [run] = _named(found, "corrective_rag.run")
-    iterations = _named(found, "corrective_rag.iteration")
-    searches = _named(found, "retrieval")
+    iterations = _op(found, "iteration")
+    searches = _op(found, "retrieval")
     assert 2 == len(iterations) == result.iterations
     assert 3 <= len(found)
     assert {run.context.span_id} == {s.parent.span_id for s in iterations}
@@ -125,6 +132,74 @@ def test_a_two_iteration_run_leaves_run_iteration_and_search_spans_parented(span
     )
     assert "retrieval" == searches[0].attributes["gen_ai.operation.name"]
     assert SpanKind.INTERNAL == searches[0].kind
+    # the names say which iteration and which lane
+    assert {f"iteration {i}" for i in (1, 2)} == {s.name for s in iterations}
+    assert {f"retrieval {s.attributes['corrective_rag.lane']}" for s in searches} == {
+        s.name for s in searches
+    }
+
+
+def _tree(found: list[ReadableSpan]) -> list[str]:
+    """The span names as a trace viewer lists them: children under their parent, indented by
+    two spaces a level, siblings in the order they started."""
+    children: dict[int | None, list[ReadableSpan]] = {}
+    ids = {s.context.span_id for s in found}
+    for span in sorted(found, key=lambda s: s.start_time):
+        parent = span.parent.span_id if span.parent and span.parent.span_id in ids else None
+        children.setdefault(parent, []).append(span)
+
+    def lines(parent: int | None, depth: int) -> list[str]:
+        out = []
+        for span in children.get(parent, []):
+            out += ["  " * depth + span.name, *lines(span.context.span_id, depth + 1)]
+        return out
+
+    return lines(None, 0)
+
+
+@pytest.mark.parametrize(
+    ("call_mode", "first", "then"),
+    [
+        # one call grades and proposes; the strips are graded anew (a verdict of another shape)
+        ("one-call", [], ["  refine: chat m", "  refine: chat m"]),
+        # the rewriter writes the next query; the strips' verdicts come from the cache
+        ("two-call", ["    rewrite: chat m"], []),
+    ],
+)
+def test_a_trace_reads_as_the_loop(spans, embedder, call_mode, first, then):
+    """A run searched, graded, rewritten, refined and answered by an LLM reads, span name by
+    span name, as the loop: each iteration numbered, each search named by its lane, each call by
+    the stage that made it (grade, rewrite, refine, answer, check)."""
+    with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
+        store.add(CORPUS)
+        chat = OpenAIChatClient(server.base_url, "m")
+        orch = CorrectiveRAGOrchestrator(
+            store,
+            LLMEvaluator(chat, batch_size=2, max_workers=1),
+            LLMRewriter(chat),
+            generator=LLMGenerator(chat),
+            top_k=2,
+            max_iterations=3,
+            call_mode=call_mode,
+            refine=True,
+        )
+        result = orch.run(QUESTION)
+    assert 2 == result.iterations
+    assert [
+        "corrective_rag.run",
+        "  iteration 1",
+        "    retrieval question",
+        "    grade: chat m",
+        *first,
+        "  iteration 2",
+        "    retrieval question",
+        "    retrieval rewrite",
+        "    retrieval feedback",
+        "    grade: chat m",
+        *then,
+        "  answer: chat m",
+        "  check: chat m",
+    ] == _tree(_ours(spans))
 
 
 def test_contents_are_absent_unless_opted_in(spans, embedder):
@@ -133,13 +208,11 @@ def test_contents_are_absent_unless_opted_in(spans, embedder):
     text = json.dumps([dict(s.attributes) for s in _ours(spans)])
     assert "jupiter" not in text.lower()
     spans.clear()
-    tracing.capture_content(True)
+    observe.capture_content(True)
     result = _hybrid_run(embedder)
     [run] = _named(_ours(spans), "corrective_rag.run")
     assert QUESTION == run.attributes["corrective_rag.question"]
-    queries = {
-        s.attributes["gen_ai.retrieval.query.text"] for s in _named(_ours(spans), "retrieval")
-    }
+    queries = {s.attributes["gen_ai.retrieval.query.text"] for s in _op(_ours(spans), "retrieval")}
     feedback = {r.rewrite.feedback for r in result.history if r.rewrite and r.rewrite.feedback}  # type: ignore[attr-defined]
     assert {QUESTION, REWRITE, *feedback} == queries
 
@@ -171,7 +244,7 @@ def test_an_llm_judged_run_leaves_gen_ai_chat_spans(spans):
         orch.run("How do honey bees make honey?")
         calls = len(server.requests)
     found = _ours(spans)
-    chats = _named(found, "chat scripted-model")
+    chats = _op(found, "chat")
     assert calls == len(chats) >= 1
     span = chats[0]
     attrs = span.attributes
@@ -187,28 +260,30 @@ def test_an_llm_judged_run_leaves_gen_ai_chat_spans(spans):
     port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
     assert ("127.0.0.1", port) == (attrs["server.address"], attrs["server.port"])
     assert "gen_ai.input.messages" not in attrs and "gen_ai.output.messages" not in attrs
-    [iteration] = _named(found, "corrective_rag.iteration")
+    [iteration] = _op(found, "iteration")
     assert iteration.context.span_id == span.parent.span_id
+    assert ("grade: chat scripted-model", "grade") == (span.name, attrs["corrective_rag.stage"])
 
 
 def test_llm_contents_and_errors_follow_the_opt_in(spans):
     """With contents on, a chat span holds the messages and reply; a failed call is an error
     span naming the exception's type, its message only with contents on."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     with ScriptedLLMServer() as server:
         chat = OpenAIChatClient(server.base_url, "m")
         chat.complete([{"role": "user", "content": "Say hi"}])
-    [span] = _named(_ours(spans), "chat m")
+    [span] = _op(_ours(spans), "chat")
+    assert ("chat m", None) == (span.name, span.attributes.get("corrective_rag.stage"))
     sent = json.loads(span.attributes["gen_ai.input.messages"])
     assert [{"role": "user", "parts": [{"type": "text", "content": "Say hi"}]}] == sent
     assert "assistant" == json.loads(span.attributes["gen_ai.output.messages"])[0]["role"]
-    tracing.capture_content(False)
+    observe.capture_content(False)
     spans.clear()
     with ScriptedLLMServer() as server:
         server.enqueue(Fault.error(400, '{"error": {"message": "echo: Say hi"}}'))
         with pytest.raises(LLMResponseError):
             OpenAIChatClient(server.base_url, "m").complete([{"role": "user", "content": "Say hi"}])
-    [failed] = _named(_ours(spans), "chat m")
+    [failed] = _op(_ours(spans), "chat")
     assert StatusCode.ERROR == failed.status.status_code
     assert "corrective_rag.errors.LLMResponseError" == failed.attributes["error.type"]
     assert "corrective_rag.errors.LLMResponseError" == failed.status.description
@@ -219,21 +294,28 @@ def test_llm_contents_and_errors_follow_the_opt_in(spans):
 def test_capture_content_takes_a_bool():
     """capture_content("yes") is a ConfigError, not a silent opt-in."""
     with pytest.raises(ConfigError):
-        tracing.capture_content("yes")  # type: ignore[arg-type]
+        observe.capture_content("yes")  # type: ignore[arg-type]
+
+
+def test_a_stage_is_one_of_the_loops():
+    """stage("grading") is a ConfigError: a span is named only by one of STAGES."""
+    with pytest.raises(ConfigError), tracing.stage("grading"):
+        pass  # pragma: no cover - never entered
 
 
 def test_an_outcome_of_another_shape_costs_attributes_not_the_call(spans):
     """A traced search whose hits are not Hit values returns them unchanged, span and all."""
 
     class Odd:
-        collection_name = "odd"
+        data_source_id = "odd"
 
         @tracing.traced_retrieval
         def retrieve(self, query: str, *, top_k: int = 10) -> list[str]:
             return ["not", "hits"]
 
     assert ["not", "hits"] == Odd().retrieve("q", top_k=2)
-    [span] = _named(_ours(spans), "retrieval")
+    [span] = _op(_ours(spans), "retrieval")
+    assert "retrieval" == span.name  # no lane, no leg
     assert ("odd", 2) == (
         span.attributes["gen_ai.data_source.id"],
         span.attributes["gen_ai.retrieval.top_k"],
@@ -246,10 +328,37 @@ def test_a_one_leg_search_is_a_retrieval_span_naming_its_leg(spans, embedder):
     with HybridStore.in_memory(embedder=embedder) as store:
         store.add(CORPUS)
         hits = store.search("Io volcanoes", leg="bm25", top_k=2)
-    [span] = _named(_ours(spans), "retrieval")
-    assert "bm25" == span.attributes["corrective_rag.leg"]
+    [span] = _op(_ours(spans), "retrieval")
+    assert ("retrieval bm25", "bm25") == (span.name, span.attributes["corrective_rag.leg"])
     assert [h.document.id for h in hits] == list(span.attributes["corrective_rag.hit_ids"])
     assert "corrective_rag.lane" not in span.attributes
+
+
+def test_the_data_source_id_names_the_store_not_a_random_collection(spans, embedder, tmp_path):
+    """gen_ai.data_source.id says what the store is, the same for the same store: an unnamed
+    in-memory store is chroma:memory (its engine collection has a fresh name each time), a named
+    one carries its name, a folder its path and collection, a server its URL without the
+    password; a search's span carries it."""
+    with HybridStore.in_memory(embedder=embedder) as one, HybridStore.in_memory() as two:
+        one.add(CORPUS)
+        one.retrieve("Io volcanoes", top_k=1)
+        assert one.collection_name != two.collection_name
+        assert "chroma:memory" == one.data_source_id == two.data_source_id
+    with HybridStore.in_memory(collection="moons", embedder=embedder) as named:
+        assert "chroma:memory#moons" == named.data_source_id
+    [span] = _op(_ours(spans), "retrieval")
+    assert "chroma:memory" == span.attributes["gen_ai.data_source.id"]
+    folder = tmp_path / "store"
+    for _ in range(2):  # the same folder, opened again: the same id
+        with HybridStore.open(folder, embedder=embedder) as store:
+            assert f"chroma:{folder.resolve()}#corrective_rag" == store.data_source_id
+    with HybridStore.connect("127.0.0.1", 8000, collection="docs") as server:
+        assert "chroma:http://127.0.0.1:8000#docs" == server.data_source_id
+    pytest.importorskip("qdrant_client")
+    with HybridStore.qdrant(":memory:", embedder=embedder) as memory:
+        assert "qdrant:memory" == memory.data_source_id
+    with HybridStore.qdrant("https://u:S3cret@qdrant.example:6333/", collection="docs") as remote:
+        assert "qdrant:https://***@qdrant.example:6333#docs" == remote.data_source_id
 
 
 def test_queries_searched_together_each_get_a_retrieval_span(spans, embedder):
@@ -262,7 +371,7 @@ def test_queries_searched_together_each_get_a_retrieval_span(spans, embedder):
             found = store.retrieve_many(queries, top_k=2, lanes=["question", "rewrite"])
         with tracing.lane("feedback"), pytest.raises(InputError):
             store.retrieve_many(queries[:2], top_k=2, where={"kind": {"$bad": 1}})
-    searches = sorted(_named(_ours(spans), "retrieval"), key=lambda s: s.start_time)
+    searches = sorted(_op(_ours(spans), "retrieval"), key=lambda s: s.start_time)
     done, failed = searches[:3], searches[3:]
     assert ["question", "rewrite", None] == [s.attributes.get("corrective_rag.lane") for s in done]
     assert [[h.document.id for h in hits] for hits in found] == [
@@ -287,7 +396,7 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
     """With contents on, a run over a 1 MiB question, searched and graded by an LLM, leaves
     spans whose attributes total under 250 kB (9.4 MB before the caps), no text attribute past
     MAX_ATTRIBUTE_CHARS, the cut ones ending in their whole length, and the messages still JSON."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     question = ("Which moons of Jupiter are the largest? " * 26215)[: 1 << 20]
     with ScriptedLLMServer() as server, HybridStore.in_memory(embedder=embedder) as store:
         store.add(CORPUS)
@@ -300,14 +409,14 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
     assert _attribute_bytes(found) < 250_000
     assert {0} == {s.dropped_attributes for s in found}
     texts = [v for s in found for v in s.attributes.values() if isinstance(v, str)]
-    assert max(len(t) for t in texts) <= tracing.MAX_ATTRIBUTE_CHARS
+    assert max(len(t) for t in texts) <= observe.MAX_ATTRIBUTE_CHARS
     [run] = _named(found, "corrective_rag.run")
     cut = run.attributes["corrective_rag.question"]
-    assert (tracing.MAX_ATTRIBUTE_CHARS, question[:100]) == (len(cut), cut[:100])
+    assert (observe.MAX_ATTRIBUTE_CHARS, question[:100]) == (len(cut), cut[:100])
     assert cut.endswith("…[cut: 1048576 chars]")
-    [search, *_] = _named(found, "retrieval")
+    [search, *_] = _op(found, "retrieval")
     assert search.attributes["gen_ai.retrieval.query.text"].endswith("…[cut: 1048576 chars]")
-    chats = _named(found, "chat m")
+    chats = _op(found, "chat")
     assert chats
     for span in chats:
         sent = json.loads(span.attributes["gen_ai.input.messages"])  # still JSON
@@ -319,11 +428,11 @@ def test_a_1_mib_question_leaves_bounded_attributes_recording_the_cut(spans, emb
 def test_long_lists_and_error_messages_are_cut_too(spans):
     """A search returning 100 hits records 64 ids and `hit_ids_original_length` 100; a failure
     whose message is 1 MiB records a status and exception event within the text bound."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     hits = [Hit(Document(f"d{i}", "text"), 1.0 / (i + 1), i + 1) for i in range(100)]
 
     class Many:
-        collection_name = "many"
+        data_source_id = "many"
 
         @tracing.traced_retrieval
         def retrieve(self, query: str, *, top_k: int = 10) -> list[Hit]:
@@ -334,14 +443,14 @@ def test_long_lists_and_error_messages_are_cut_too(spans):
     Many().retrieve("q", top_k=100)
     with pytest.raises(InputError):
         Many().retrieve("fail")
-    done, failed = _named(_ours(spans), "retrieval")
+    done, failed = _op(_ours(spans), "retrieval")
     assert 0 == done.dropped_attributes  # under the SDK's 128 attributes a span
     assert [f"d{i}" for i in range(64)] == list(done.attributes["corrective_rag.hit_ids"])
     assert 100 == done.attributes["corrective_rag.hit_ids_original_length"]
-    assert len(failed.status.description) <= tracing.MAX_ATTRIBUTE_CHARS
+    assert len(failed.status.description) <= observe.MAX_ATTRIBUTE_CHARS
     assert failed.status.description.endswith("…[cut: 1048576 chars]")
     [event] = failed.events
-    assert all(len(str(v)) <= tracing.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
+    assert all(len(str(v)) <= observe.MAX_ATTRIBUTE_CHARS for v in event.attributes.values())
     assert event.attributes["exception.message"] == failed.status.description
 
 
@@ -360,7 +469,7 @@ def test_run_and_iteration_spans_are_openinference_chains_with_their_outputs(spa
     assert {"stop_reason": "enough_relevant", "kept_ids": list(result.kept_ids)} == json.loads(
         run.attributes["output.value"]
     )
-    iterations = sorted(_named(found, "corrective_rag.iteration"), key=lambda s: s.start_time)
+    iterations = sorted(_op(found, "iteration"), key=lambda s: s.start_time)
     for span, record in zip(iterations, result.history, strict=True):
         assert ("CHAIN", "iteration") == (
             span.attributes["openinference.span.kind"],
@@ -373,7 +482,7 @@ def test_run_and_iteration_spans_are_openinference_chains_with_their_outputs(spa
             out["dropped_ids"],
         )
     assert {"RETRIEVER"} == {
-        s.attributes["openinference.span.kind"] for s in _named(found, "retrieval")
+        s.attributes["openinference.span.kind"] for s in _op(found, "retrieval")
     }
     assert not [s for s in found if "input.value" in s.attributes]
 
@@ -386,9 +495,9 @@ def test_a_search_span_carries_its_documents_ids_and_scores_as_both_conventions(
     with HybridStore.in_memory(embedder=embedder) as store:
         store.add(CORPUS)
         hits = store.retrieve("Io volcanoes", top_k=3)
-        tracing.capture_content(True)
+        observe.capture_content(True)
         store.retrieve("Io volcanoes", top_k=3)
-    plain, full = _named(_ours(spans), "retrieval")
+    plain, full = _op(_ours(spans), "retrieval")
     attrs = plain.attributes
     assert (3, "RETRIEVER") == (attrs["gen_ai.retrieval.top_k"], attrs["openinference.span.kind"])
     assert "gen_ai.request.top_k" not in attrs
@@ -416,12 +525,12 @@ def test_chat_spans_are_openinference_llm_spans_with_tokens_and_the_response_id(
     """A chat span (streamed or not) is an LLM span with the model, prompt/completion/total
     tokens and the server's completion id as gen_ai.response.id; with contents on, the messages
     as input.value JSON and llm.input_messages, the reply as output.value."""
-    tracing.capture_content(True)
+    observe.capture_content(True)
     with ScriptedLLMServer() as server:
         reply = OpenAIChatClient(server.base_url, "m", stream=stream).complete(
             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
         )
-    [span] = _named(_ours(spans), "chat m")
+    [span] = _op(_ours(spans), "chat")
     attrs = span.attributes
     usage = reply.usage
     assert ("LLM", reply.model, "openai") == (

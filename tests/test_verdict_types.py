@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corrective_rag.errors import InputError
+from corrective_rag.errors import CUT_STORED, InputError, cut_text
 from corrective_rag.evaluate.policy import Decision, decide, get_policy
 from corrective_rag.loop.stopping import sureness
 from corrective_rag.runs.records.codec import from_dict, to_dict
@@ -21,7 +21,6 @@ from corrective_rag.types import (
     MAX_REASONING_CHARS,
     Relevance,
     Verdict,
-    cut_marked,
     missing_items,
 )
 
@@ -121,10 +120,10 @@ def test_long_fields_are_cut_with_their_length_shown() -> None:
 
 @given(st.text(max_size=300), st.integers(0, 200))
 def test_cut_never_exceeds_its_limit_and_is_idempotent(text: str, limit: int) -> None:
-    """cut_marked() gives at most limit characters (short text unchanged) and a cut text stays."""
-    once = cut_marked(text, limit)
+    """The stored cut gives at most limit characters (short text unchanged); a cut text stays."""
+    once = cut_text(text, limit, CUT_STORED)
     assert len(once) <= limit
-    assert once == cut_marked(once, limit)
+    assert once == cut_text(once, limit, CUT_STORED)
     if len(text) <= limit:
         assert text == once
 
@@ -171,10 +170,10 @@ def test_ungraded_keeps_its_id_error_and_raw() -> None:
 
 def test_cut_keeps_a_text_of_exactly_the_limit_and_marks_at_the_mark_length() -> None:
     """A text as long as the limit is kept whole; a limit as long as the mark gives the mark."""
-    assert "x" * 100 == cut_marked("x" * 100, 100)
+    assert "x" * 100 == cut_text("x" * 100, 100, CUT_STORED)
     mark = " [... cut: 101 characters]"
-    assert mark == cut_marked("x" * 101, len(mark))
-    assert "x" * (len(mark) - 1) == cut_marked("x" * 101, len(mark) - 1)
+    assert mark == cut_text("x" * 101, len(mark), CUT_STORED)
+    assert "x" * (len(mark) - 1) == cut_text("x" * 101, len(mark) - 1, CUT_STORED)
 
 
 def test_missing_items_alone_names_no_verdict() -> None:

@@ -146,7 +146,7 @@ def _index(args: argparse.Namespace, docs: Any, skipped: list[tuple[str, str]]) 
     if first is None:
         also = f" ({len(skipped)} unreadable files skipped)" if skipped else ""
         raise InputError(f"no documents found in {', '.join(args.paths)}{also}")
-    opts = options(args)
+    opts = options(args, judged=False)  # indexing runs no judge
     local = opts.store or (opts.qdrant if not (opts.qdrant or "").startswith("http") else None)
     made = NewFolder(local) if local else None
     # shown from the first write on: a bad first file prints one line
@@ -369,12 +369,12 @@ def _ok_result(path: str, key: str) -> Any:
     rec = find_record(_records(path), key)
     if rec.result is None:
         from corrective_rag.cli.environment import secrets
-        from corrective_rag.text.display import clip_said
+        from corrective_rag.errors import cut_text
         from corrective_rag.text.secrets import redact
 
         # a results file's error may be any size (a 100 MB reply quoted whole): show its head,
         # masked before it is cut so that no key is shown in part
-        message = clip_said(redact(str(rec.error.get("message")), secrets()), ERROR_CHARS)
+        message = cut_text(redact(str(rec.error.get("message")), secrets()), ERROR_CHARS)
         raise InputError(f"query {rec.id!r} failed: {rec.error.get('type')}: {message}")
     return _redacted(rec.result)
 
@@ -468,15 +468,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     quiet_progress()  # no bars: a client shows the server's stderr as its log
     from corrective_rag.cli.mcp_http import TOKEN_VARIABLE
 
+    # An empty variable is no token; any other value is checked (spaces, length) by serve.
     token = os.environ.get(TOKEN_VARIABLE) or None
-    hosts = tuple(h for given in args.allow_host or () for h in given.split(",") if h.strip())
     serve(
         opts,
         http=http,
         secrets=secrets(),
-        allowed_hosts=hosts,
+        allowed_hosts=tuple(args.allow_host or ()),
         token=token,
         share_runs=args.share_runs,
+        max_waiting=args.max_waiting,
         max_calls=args.max_calls,
     )
     return 0

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.types import Document
 
 __all__ = ["DEMO_QUESTIONS", "STDLIB_MODULES", "run_demo", "stdlib_documents"]

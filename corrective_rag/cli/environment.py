@@ -24,18 +24,18 @@ def secrets() -> tuple[str, ...]:
 
 
 def calibration_path(given: str | None = None) -> str:
-    """The calibration file: ``given``, else ``$CORRECTIVE_RAG_CALIBRATION``, else the default.
+    """The judge profile file: ``given``, else ``$CORRECTIVE_RAG_CALIBRATION``, else the default.
 
     The default is ``judge-calibration.json`` under ``$XDG_CONFIG_HOME/corrective-rag`` (or
-    ``~/.config/corrective-rag``).
+    ``~/.config/corrective-rag``): where ``judge-check`` writes and every command reads.
     """
     from pathlib import Path
 
-    from corrective_rag.evaluate.calibration import CALIBRATION_FILE
+    from corrective_rag.evaluate.profile import PROFILE_FILE
 
     if given:
         return given
     if os.environ.get("CORRECTIVE_RAG_CALIBRATION"):
         return os.environ["CORRECTIVE_RAG_CALIBRATION"]
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return str(Path(base) / "corrective-rag" / CALIBRATION_FILE)
+    return str(Path(base) / "corrective-rag" / PROFILE_FILE)

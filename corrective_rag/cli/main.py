@@ -19,7 +19,7 @@ import structlog
 
 from corrective_rag.cli.environment import secrets
 from corrective_rag.errors import ConfigError, CorrectiveRAGError
-from corrective_rag.logs import ROOT
+from corrective_rag.observe.logs import ROOT
 
 __all__ = ["build_parser", "entry", "main"]
 
@@ -179,6 +179,9 @@ def _loop_flags(p: argparse.ArgumentParser) -> None:
         help="retries of a failed LLM call (429, 5xx, timeouts; default 3)",
     )
     g.add_argument("--policy", default="general", help="filter policy preset (default general)")
+    from corrective_rag.cli.judge_check import judge_flags
+
+    judge_flags(g)
     g.add_argument("--max-iterations", type=_positive, default=3, metavar="N")
     g.add_argument("--top-k", type=_positive, default=5, metavar="K")
     g.add_argument("--min-relevant", type=_positive, default=None, metavar="N")
@@ -303,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="cmd_demo")
 
     p = _leaf(sub, "mcp", help="serve a store's corrected search to agents over MCP")
+    from corrective_rag.cli.mcp_calls import MAX_CALLS, MAX_WAITING
+
     p.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -323,9 +328,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-calls",
         type=_positive,
-        default=4,
+        default=MAX_CALLS,
         metavar="N",
-        help="tool calls run at once; more wait for a free slot (default: 4)",
+        help="tool calls run at once; more wait, the next free slot going to the client "
+        f"running the fewest (default: {MAX_CALLS})",
+    )
+    p.add_argument(
+        "--max-waiting",
+        type=_non_negative,
+        default=MAX_WAITING,
+        metavar="N",
+        help="tool calls that may wait, all clients together, one client at most a quarter; "
+        f"past that a call is a 'server busy' error at once (default: {MAX_WAITING})",
     )
     _pipeline_flags(p)
     _fallback_flags(p)
@@ -441,8 +455,8 @@ def configure_logging(verbose: bool) -> None:
         logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # The package's own loggers write through ``logging`` (corrective_rag.logs): give them one
-    # handler that prints the rendered line as it is, on the stderr of the moment.
+    # The package's own loggers write through ``logging`` (corrective_rag.observe.logs): give them
+    # one handler that prints the rendered line as it is, on the stderr of the moment.
     package = logging.getLogger(ROOT)
     package.setLevel(logging.DEBUG)  # structlog's wrapper class filters by level already
     package.propagate = False
@@ -522,11 +536,12 @@ def entry() -> None:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    from corrective_rag.text.display import clip_said, printable
+    from corrective_rag.errors import cut_text
+    from corrective_rag.text.display import printable
     from corrective_rag.text.secrets import redact
 
     # masked before it is cut, so that no key is shown in part
-    text = clip_said(redact(str(exc), secrets()), MAX_ERROR_CHARS)
+    text = cut_text(redact(str(exc), secrets()), MAX_ERROR_CHARS)
     message = printable(" ".join(text.split())) or type(exc).__name__
     sys.stderr.write(f"{PROG}: error: {message}\n")
     return code

@@ -1,24 +1,32 @@
 """``corrective-rag mcp``: a store's corrected search as Model Context Protocol tools.
 
 Built on the official SDK (``pip install 'corrective_rag[mcp]'``), imported only when the
-command runs. Tools:
+command runs. Tools (the search behind them: :mod:`corrective_rag.cli.mcp_service`; what they
+return: :mod:`corrective_rag.cli.mcp_shapes`):
 
-* ``search``: a question in (at most :data:`MAX_QUESTION_CHARS` characters); the documents the
-  loop kept (id, text, verdict), best first, the stop reason and the run id out. ``top_k`` caps
-  the documents returned (at most :data:`MAX_DOCUMENTS`); each text is cut at
-  :data:`MAX_SHOWN_CHARS` characters and the question and final query echoed back at
-  :data:`MAX_ECHO_CHARS`, so one call cannot flood an agent's context whatever its input.
+* ``search``: a question in (at most
+  :data:`~corrective_rag.cli.mcp_service.MAX_QUESTION_CHARS` characters); the documents the
+  loop kept (id, text, verdict), best first, the stop reason and the run id out.
 * ``answer`` (only with an LLM: ``--llm-url``/``--model`` or ``--local-llm``): the same search,
   then an answer written from the kept documents, citing their ids.
 
-Resources: ``corrective-rag://runs`` lists the session's runs (newest last, the server keeps
-the last :data:`MAX_RUNS`; every session's with ``share_runs``) and
+Resources: ``corrective-rag://runs`` lists the client's runs (newest last; the server keeps
+the last :data:`~corrective_rag.cli.mcp_service.MAX_RUNS`, every client's with ``share_runs``) and
 ``corrective-rag://runs/{run_id}`` is one run's whole record, in the format of
-``corrective-rag batch`` results; another session's id is invalid params, as an unknown one.
+``corrective-rag batch`` results; another client's id is invalid params, as an unknown one.
 
-Calls: at most ``max_calls`` run at once (the others wait), each in a worker thread that is
-cancelled with its request (``notifications/cancelled``, a closed stream, a client gone), as
-``arun`` cancels a run: the LLM call in flight is abandoned and no further one starts.
+A client is the stdio peer, an HTTP session (``Mcp-Session-Id``, the handshake protocols) or,
+on the stateless 2026-07-28 protocol, the key in the cookie the HTTP guard gives every client
+(:mod:`corrective_rag.cli.mcp_http`): a client that keeps cookies, as the official SDK's and
+fastmcp's do, reads back its runs and hears of them (``subscriptions/listen`` streams are sent
+the updates of their own client's runs only). The server advertises no ``listChanged``: its
+tools, prompts and resources lists never change.
+
+Calls (:mod:`corrective_rag.cli.mcp_calls`): at most ``max_calls`` run at once, the next free
+slot going to the client running the fewest; at most ``max_waiting`` wait, and past that a call
+is a "server busy" tool error at once. Each runs in a worker thread cancelled with its request
+(``notifications/cancelled``, a closed stream, a client that hangs up): the LLM call in flight
+is abandoned and no further one starts.
 
 The store is opened on the first call, not at start, so a client's handshake never waits for
 the embedding model; a missing store, a bad argument or a failed LLM call is a tool error with
@@ -32,339 +40,33 @@ import contextlib
 import contextvars
 import inspect
 import json
-import threading
 import uuid
-from collections import OrderedDict
-from dataclasses import replace
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypedDict  # pydantic reads a TypedDict's schema from this one
-
-from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError, LLMError
-from corrective_rag.inputs import check_query
+from corrective_rag.cli.mcp_calls import MAX_CALLS, MAX_WAITING
+from corrective_rag.cli.mcp_service import MAX_QUESTION_CHARS, SearchService
+from corrective_rag.cli.mcp_shapes import (
+    MAX_DOCUMENTS,
+    MAX_ECHO_CHARS,
+    RUNS_URI,
+    AnswerOut,
+    SearchOut,
+)
+from corrective_rag.errors import ConfigError, CorrectiveRAGError
 
 if TYPE_CHECKING:
     from corrective_rag.cli.wiring import Options
-    from corrective_rag.types import RunResult
 
-__all__ = [
-    "MAX_CALLS",
-    "MAX_DOCUMENTS",
-    "MAX_QUESTION_CHARS",
-    "MAX_RUNS",
-    "MAX_SHOWN_CHARS",
-    "RUNS_URI",
-    "SearchService",
-    "build_server",
-    "parse_address",
-    "serve",
-]
+__all__ = ["build_server", "parse_address", "serve"]
 
-MAX_DOCUMENTS = 20  # kept documents returned by one call (top_k is capped the same)
-MAX_SHOWN_CHARS = 2000  # of one document's text: ~500 tokens, a chunk and then some
-MAX_REASONING_CHARS = 300  # of a verdict's reasoning
-MAX_RUNS = 100  # runs kept for the resources; older ones are forgotten
-MAX_CALLS = 4  # tool calls running at once per server (--max-calls); more wait for a slot
-MAX_QUESTION_CHARS = 4000  # a question longer than a page is not a question (refused)
-MAX_ECHO_CHARS = 500  # of the question and final query echoed back in a result
-RUNS_URI = "corrective-rag://runs"
 SERVER_NAME = "corrective-rag"
+STDIO = "stdio"  # the one client of a stdio server (and of an in-memory one)
 
-
-class VerdictOut(TypedDict):
-    """Why the judge kept a document: relevant, score and confidence in 0..1, a short reason."""
-
-    relevant: bool | None
-    score: float | None
-    confidence: float | None
-    label: str | None
-    reasoning: str
-
-
-class DocumentOut(TypedDict):
-    """A kept document: its id (cite it), text (cut when ``truncated``), source file, verdict."""
-
-    id: str
-    text: str
-    truncated: bool
-    source: str | None
-    iteration: int
-    verdict: VerdictOut
-
-
-class SearchOut(TypedDict):
-    """What the search tool returns: the kept documents, best first, and how the run ended."""
-
-    run_id: str
-    question: str
-    final_query: str
-    stop_reason: str
-    stop_detail: str
-    iterations: int
-    kept: int
-    documents: list[DocumentOut]
-
-
-class AnswerOut(SearchOut):
-    """What the answer tool returns: the search's fields, the answer and the ids it cites."""
-
-    answer: str
-    cited_ids: list[str]
-    abstained: bool
-    supported: bool | None
-
-
-# The session a request came on (a key per MCP session), set by _SessionMiddleware around every
-# request so that resources, which the SDK calls without a context, can be scoped to it.
+# The client a request came from, set by _CallerMiddleware around every request so that
+# resources, which the SDK calls without a context, and the subscription bus are scoped to it.
 _OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_owner", default=None)
-
-
-def _cut(text: str, limit: int) -> tuple[str, bool]:
-    return (text, False) if len(text) <= limit else (text[:limit], True)
-
-
-def _document(kept: Any) -> DocumentOut:
-    """One kept document as the tools return it: bounded text, its verdict, where it came from."""
-    text, truncated = _cut(kept.document.text, MAX_SHOWN_CHARS)
-    verdict = kept.verdict
-    source = kept.document.metadata.get("source")
-    return {
-        "id": kept.document.id,
-        "text": text,
-        "truncated": truncated,
-        "source": source if isinstance(source, str) else None,
-        "iteration": kept.iteration,
-        "verdict": {
-            "relevant": verdict.relevant,
-            "score": verdict.score,
-            "confidence": verdict.confidence,
-            "label": verdict.label.value if verdict.label is not None else None,
-            "reasoning": _cut(verdict.reasoning, MAX_REASONING_CHARS)[0],
-        },
-    }
-
-
-def _summary(result: RunResult, top_k: int | None = None) -> SearchOut:
-    """What every tool returns about a run: its id, how it ended and the kept documents.
-
-    At most ``top_k`` (default :data:`MAX_DOCUMENTS`) documents, best first; the question and
-    final query are cut at :data:`MAX_ECHO_CHARS` so that a result is bounded for any input.
-    """
-    return {
-        "run_id": result.run_id,
-        "question": _cut(result.question, MAX_ECHO_CHARS)[0],
-        "final_query": _cut(result.final_query, MAX_ECHO_CHARS)[0],
-        "stop_reason": result.stop_reason.value,
-        "stop_detail": _cut(result.stop_detail, MAX_REASONING_CHARS)[0],
-        "iterations": result.iterations,
-        "kept": len(result.kept),
-        "documents": [_document(k) for k in result.kept[: top_k or MAX_DOCUMENTS]],
-    }
-
-
-class _Calls:
-    """Runs tool calls in worker threads, at most ``limit`` at once, cancelled with their request.
-
-    The SDK cancels a request's task when the client sends ``notifications/cancelled`` or goes
-    away; a plain thread would run to its end regardless (and spend its LLM calls). Here the
-    cancellation sets the run's call scope (:mod:`corrective_rag.calls.scope`), as ``arun``
-    does: the LLM call in flight is abandoned, no further one starts, and the slot is given
-    back only once the thread has ended. A call waiting for a slot that is cancelled never
-    starts.
-    """
-
-    _POLL = 0.02  # seconds between looks at a cancelled run's thread while it winds down
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.waiting = 0  # calls waiting for a slot
-        self.running = 0  # calls whose thread has not ended
-        self._slots: Any = None  # an anyio.Semaphore, made in the event loop on first use
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)`` in a worker thread, within a free slot."""
-        import anyio
-        import anyio.to_thread
-
-        from corrective_rag.calls.scope import call_scope, raise_if_cancelled
-
-        if self._slots is None:
-            self._slots = anyio.Semaphore(self.limit)
-        stop, ended = threading.Event(), threading.Event()
-        context = contextvars.copy_context()
-
-        def work() -> Any:
-            try:
-                with call_scope(cancel=stop):
-                    raise_if_cancelled()
-                    return fn(*args, **kwargs)
-            finally:
-                ended.set()
-
-        self.waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
-        self.running += 1
-        try:
-            return await anyio.to_thread.run_sync(context.run, work, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            stop.set()
-            with anyio.CancelScope(shield=True):
-                while not ended.is_set():
-                    await anyio.sleep(self._POLL)
-            raise
-        finally:
-            self.running -= 1
-            self._slots.release()
-
-
-class SearchService:
-    """The corrective loop over one store, opened on first use, with this session's runs.
-
-    Thread-safe: the SDK runs each tool call in a worker thread. ``close`` releases the store
-    (and an embedded LLM server).
-    """
-
-    def __init__(
-        self,
-        opts: Options,
-        *,
-        secrets: tuple[str, ...] = (),
-        share_runs: bool = False,
-        max_calls: int = MAX_CALLS,
-    ) -> None:
-        if max_calls < 1:
-            raise ConfigError(f"max_calls must be at least 1, got {max_calls}")
-        self.opts = opts
-        self.secrets = secrets
-        self.share_runs = share_runs
-        self.max_calls = max_calls
-        self.calls = _Calls(max_calls)
-        self._lock = threading.Lock()
-        self._stack: contextlib.ExitStack | None = None
-        self._orch: Any = None
-        self._runs: OrderedDict[str, tuple[str | None, RunResult]] = OrderedDict()
-
-    @property
-    def answers(self) -> bool:
-        """True when an LLM was given, so that the ``answer`` tool can write answers."""
-        return bool(self.opts.llm_url or self.opts.local_llm)
-
-    def _orchestrator(self) -> Any:
-        """The loop, built on first use; a failure is raised again on the next call's try."""
-        with self._lock:
-            if self._orch is None:
-                from corrective_rag.cli.wiring import check_reachable, open_store, orchestrator
-
-                if self.opts.llm_url:
-                    check_reachable(self.opts.llm_url)
-                with contextlib.ExitStack() as stack:
-                    store = stack.enter_context(open_store(self.opts))
-                    self._orch = stack.enter_context(orchestrator(self.opts, store))
-                    self._stack = stack.pop_all()
-            return self._orch
-
-    def _run(self, question: str, top_k: int | None) -> RunResult:
-        check_question(question)
-        check_top_k(top_k)
-        result: RunResult = self._orchestrator().run(question)
-        from corrective_rag.runs.execution.failures import llm_failure
-
-        failure = llm_failure(result)
-        if failure is not None:  # nothing was judged: an empty result would look like an answer
-            raise LLMError(f"every LLM call of this run failed: {failure}")
-        return result
-
-    def _remember(self, result: RunResult, owner: str | None) -> RunResult:
-        from corrective_rag.runs.records.codec import from_dict, to_dict
-        from corrective_rag.text.secrets import redact_tree
-        from corrective_rag.types import RunResult
-
-        if self.secrets:
-            result = from_dict(RunResult, redact_tree(to_dict(result), self.secrets))
-        with self._lock:
-            self._runs[result.run_id] = (owner, result)
-            while len(self._runs) > MAX_RUNS:
-                self._runs.popitem(last=False)
-        return result
-
-    def search(
-        self, question: str, top_k: int | None = None, *, owner: str | None = None
-    ) -> SearchOut:
-        """Run the corrective loop on ``question``; the kept documents and how the run ended.
-
-        ``top_k`` caps the documents returned (best first); ``owner`` is the session the run
-        is listed for (unless runs are shared).
-        """
-        return _summary(self._remember(self._run(question, top_k), owner), top_k)
-
-    def answer(
-        self, question: str, top_k: int | None = None, *, owner: str | None = None
-    ) -> AnswerOut:
-        """Search, then answer from the kept documents only, citing their ids (or abstain)."""
-        if not self.answers:
-            raise ConfigError("answers need an LLM: start the server with --llm-url and --model")
-        from corrective_rag.generate.llm import LLMGenerator
-
-        result = self._run(question, top_k)
-        chat = getattr(self._orch.evaluator, "chat", None)
-        if chat is None:  # pragma: no cover - the wiring's LLM evaluator always has one
-            raise ConfigError("the judge has no chat model to answer with")
-        answer = LLMGenerator(chat).generate(question, [k.document for k in result.kept])
-        return {
-            **_summary(self._remember(replace(result, answer=answer), owner), top_k),
-            "answer": answer.text,
-            "cited_ids": list(answer.cited_ids),
-            "abstained": answer.abstained,
-            "supported": answer.supported,
-        }
-
-    def _visible(self, owner: str | None, result_owner: str | None) -> bool:
-        return self.share_runs or owner == result_owner
-
-    def runs(self, owner: str | None = None) -> list[dict[str, Any]]:
-        """The session's runs (every run with ``share_runs``), oldest first.
-
-        Each: id, question (cut at :data:`MAX_ECHO_CHARS`), stop reason, kept ids.
-        """
-        with self._lock:
-            results = [r for who, r in self._runs.values() if self._visible(owner, who)]
-        return [
-            {
-                "run_id": r.run_id,
-                "uri": f"{RUNS_URI}/{r.run_id}",
-                "question": _cut(r.question, MAX_ECHO_CHARS)[0],
-                "stop_reason": r.stop_reason.value,
-                "kept_ids": list(r.kept_ids),
-                "answered": r.answer is not None,
-                "started_at": r.started_at,
-            }
-            for r in results
-        ]
-
-    def run(self, run_id: str, owner: str | None = None) -> dict[str, Any]:
-        """One run's whole record (the batch results' format), if the session may read it.
-
-        Raises:
-            InputError: no such run, or another session's (told apart from nothing).
-        """
-        from corrective_rag.runs.records.codec import to_dict
-
-        with self._lock:
-            who, result = self._runs.get(run_id, (None, None))
-        if result is None or not self._visible(owner, who):
-            raise InputError(f"no run {run_id!r} on this server (see {RUNS_URI})")
-        record: dict[str, Any] = to_dict(result)
-        return record
-
-    def close(self) -> None:
-        """Close the store and whatever the loop started."""
-        with self._lock:
-            stack, self._stack, self._orch = self._stack, None, None
-        if stack is not None:
-            stack.close()
 
 
 def _tool_error(exc: BaseException, secrets: tuple[str, ...]) -> Exception:
@@ -377,52 +79,110 @@ def _tool_error(exc: BaseException, secrets: tuple[str, ...]) -> Exception:
     return ToolError(printable(redact(" ".join(str(exc).split()), secrets)) or type(exc).__name__)
 
 
-def check_question(question: object) -> str:
-    """The question if usable: text, not blank, at most :data:`MAX_QUESTION_CHARS` characters.
+def _owner(request: Any) -> str:
+    """The client a request comes from (see the module docstring)."""
+    from corrective_rag.cli.mcp_http import CLIENT_KEY
 
-    Raises:
-        InputError: otherwise.
-    """
-    if isinstance(question, str) and len(question) > MAX_QUESTION_CHARS:
-        raise InputError(
-            f"question is {len(question):,} characters; at most {MAX_QUESTION_CHARS:,} are read"
-        )
-    return check_query(question, what="question")
-
-
-def check_top_k(top_k: object) -> None:
-    """Refuse a ``top_k`` that is not an int in 1..:data:`MAX_DOCUMENTS` (None: the default).
-
-    Raises:
-        InputError: otherwise.
-    """
-    if top_k is not None and (
-        not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_DOCUMENTS
-    ):
-        raise InputError(f"top_k must be between 1 and {MAX_DOCUMENTS}, got {top_k!r}")
+    if request is None:
+        return STDIO
+    session = request.headers.get("mcp-session-id")
+    if session:  # the SDK answers an unknown session 404: this one is the transport's own
+        return f"session:{session}"
+    key = request.scope.get(CLIENT_KEY)
+    # Without the guard (an application mounting the server itself) a request with no session
+    # belongs to no client: no later request lists its runs.
+    return f"client:{key}" if key else uuid.uuid4().hex
 
 
-class _SessionMiddleware:
-    """Sets :data:`_OWNER` to the key of the session a request came on, for its duration.
+class _CallerMiddleware:
+    """Sets :data:`_OWNER` for a request's duration, and stops it when its HTTP client hangs up.
 
-    Over HTTP a session is the transport's ``Mcp-Session-Id`` (the initialize handshake of
-    protocols up to 2025-11-25); a request without one (the stateless 2026-07-28 protocol)
-    belongs to no session, so no later request lists its runs. Over stdio the process serves
-    one client: all its requests are one session.
+    Over HTTP the guard puts a hang-up event in the request's scope: when the client closes
+    the connection the request is cancelled (as ``notifications/cancelled`` would), so its run
+    stops (the handshake protocols' SDK would otherwise run it to its end for nobody).
     """
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        import anyio
+
+        from corrective_rag.cli.mcp_http import HANGUP
+
         request = getattr(ctx, "request", None)
-        if request is None:
-            key = "stdio"
-        else:
-            session = request.headers.get("mcp-session-id")
-            key = f"http:{session}" if session else uuid.uuid4().hex
-        token = _OWNER.set(key)
+        token = _OWNER.set(_owner(request))
         try:
-            return await call_next(ctx)
+            gone = None if request is None else request.scope.get(HANGUP)
+            if gone is None:
+                return await call_next(ctx)
+            done: list[Any] = []  # the result, or the error, of call_next
+            async with anyio.create_task_group() as group:
+
+                async def stop_when_gone() -> None:
+                    await gone.wait()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stop_when_gone)
+                try:  # an error raised in the group would reach the SDK wrapped in a group
+                    done.append(await call_next(ctx))
+                except Exception as exc:
+                    done.append(exc)
+                group.cancel_scope.cancel()
+            if not done:  # cancelled: the client hung up, and nobody reads this
+                from mcp.shared.exceptions import MCPError
+
+                raise MCPError(code=-32800, message="the client hung up")
+            if isinstance(done[0], Exception):
+                raise done[0]
+            return done[0]
         finally:
             _OWNER.reset(token)
+
+
+async def _no_list_changes(ctx: Any, call_next: Any) -> Any:
+    """Advertise no ``listChanged``: the server's tools, prompts and resources never change.
+
+    The SDK advertises it on the 2026-07-28 protocol wherever ``subscriptions/listen`` is
+    served; run updates are what the server sends (``resources.subscribe``), for the client's
+    own runs.
+    """
+    result = await call_next(ctx)
+    if getattr(ctx, "method", None) in ("initialize", "server/discover"):
+        capabilities = result.get("capabilities") if isinstance(result, dict) else None
+        for kind in ("prompts", "resources", "tools"):
+            if isinstance(capabilities, dict) and isinstance(capabilities.get(kind), dict):
+                capabilities[kind] = {**capabilities[kind], "listChanged": False}
+    return result
+
+
+class _OwnerBus:
+    """The subscription bus, delivering an event to the publishing client's listeners only.
+
+    The SDK's own bus sends every event to every listener: a search by one client would tell
+    every other client that the runs it lists changed (they did not), and when.
+    """
+
+    def __init__(self, *, shared: bool) -> None:
+        self.shared = shared
+        self._listeners: dict[object, tuple[str | None, Callable[[Any], None]]] = {}
+
+    async def publish(self, event: Any) -> None:
+        """Deliver ``event`` to the listeners of the client publishing it (all, if shared)."""
+        import anyio
+
+        owner = _OWNER.get()
+        for who, listener in list(self._listeners.values()):
+            if self.shared or who == owner:
+                listener(event)
+        await anyio.lowlevel.checkpoint()
+
+    def subscribe(self, listener: Callable[[Any], None]) -> Callable[[], None]:
+        """Register ``listener`` for the client listening; the callable unsubscribes it."""
+        token = object()
+        self._listeners[token] = (_OWNER.get(), listener)
+
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
 
 
 QUESTION_HELP = (
@@ -453,20 +213,20 @@ def build_server(service: SearchService) -> Any:
         instructions="Search a corrective-rag store: the loop judges each retrieved document "
         "and rewrites the query until enough relevant ones are kept. Cite documents by id.",
         log_level="WARNING",
-        middleware=[_SessionMiddleware()],
+        middleware=[_no_list_changes, _CallerMiddleware()],
+        subscriptions=_OwnerBus(shared=service.share_runs),
     )
-    calls = service.calls
     opts = service.opts
     # It spends LLM calls on a remote service (or searches the web) when given one: open world.
     open_world = bool(opts.llm_url or opts.fallback)
 
     async def guarded(call: Any, question: str, top_k: int | None, ctx: Any) -> Any:
+        owner = _OWNER.get() or STDIO
         try:
-            out = await calls.run(call, question, top_k, owner=_OWNER.get())
+            out = await service.calls.run(owner, partial(call, question, top_k, owner=owner))
         except (CorrectiveRAGError, OSError) as exc:
             raise _tool_error(exc, service.secrets) from exc
-        with contextlib.suppress(Exception):  # a client that listens for changes hears of it
-            await ctx.notify_resources_changed()
+        with contextlib.suppress(Exception):  # the client's listeners hear of its new run
             await ctx.notify_resource_updated(RUNS_URI)
         return json.loads(_redacted_json(out, service.secrets))
 
@@ -520,7 +280,7 @@ def build_server(service: SearchService) -> Any:
 
     @server.resource(RUNS_URI, name="runs", mime_type="application/json")
     async def runs() -> str:
-        """This session's runs, oldest first: run id, question, stop reason, kept ids."""
+        """This client's runs, oldest first: run id, question, stop reason, kept ids."""
         return _redacted_json(service.runs(_OWNER.get()), service.secrets)
 
     @server.resource(RUNS_URI + "/{run_id}", name="run", mime_type="application/json")
@@ -558,6 +318,14 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, number
 
 
+def _hung_up(exc: BaseException) -> bool:
+    """True when ``exc`` (an exception group too) says only that the stdio client went away."""
+    group = getattr(exc, "exceptions", None)
+    if group is not None:
+        return all(_hung_up(e) for e in group)
+    return isinstance(exc, BrokenPipeError | ConnectionResetError)
+
+
 def serve(
     opts: Options,
     *,
@@ -567,19 +335,27 @@ def serve(
     token: str | None = None,
     share_runs: bool = False,
     max_calls: int = MAX_CALLS,
+    max_waiting: int = MAX_WAITING,
 ) -> None:
     """Serve over stdio (``http`` None) or streamable HTTP at ``http`` until the client leaves.
 
     Over HTTP, :class:`~corrective_rag.cli.mcp_http.HttpGuard` checks every request's Host and
-    Origin (loopback or ``allowed_hosts``) and, with ``token``, its bearer token.
+    Origin (loopback or ``allowed_hosts``) and, with ``token``, its bearer token. A stdio
+    client that hangs up ends the server quietly, its call in flight stopped.
 
     Raises:
-        ConfigError: the ``mcp`` package is not installed, or a public bind without
-            ``allowed_hosts`` and ``token``.
+        ConfigError: a setting that could never work (an allowed host with a port or a
+            wildcard, allowed hosts without ``http``, a token with spaces or too short), the
+            ``mcp`` package not installed, or a public bind without ``allowed_hosts`` and
+            ``token``; each in one line.
         OSError: the HTTP address cannot be bound.
     """
-    from corrective_rag.cli.mcp_http import HttpGuard, check_bind, serve_http
+    from corrective_rag.cli import mcp_http
 
+    hosts = mcp_http.allowed_hosts(allowed_hosts)
+    if hosts and http is None:
+        raise ConfigError("--allow-host applies to --http only (stdio has no Host to check)")
+    mcp_http.check_token(token)
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -587,17 +363,22 @@ def serve(
             "corrective-rag mcp needs the MCP SDK: pip install 'corrective_rag[mcp]'"
         ) from None
     if http is not None:
-        check_bind(http[0], allowed_hosts=allowed_hosts, token=token)
+        mcp_http.check_bind(http[0], allowed_hosts=tuple(hosts), token=token)
     service = SearchService(
         opts,
         secrets=(*secrets, *((token,) if token else ())),
         share_runs=share_runs,
         max_calls=max_calls,
+        max_waiting=max_waiting,
     )
     server = build_server(service)
     try:
         if http is None:
-            server.run("stdio")
+            try:
+                server.run("stdio")
+            except BaseException as exc:
+                if not _hung_up(exc):
+                    raise
         else:
             from mcp.server.transport_security import TransportSecuritySettings
 
@@ -605,7 +386,6 @@ def serve(
             # check knows three spellings and would refuse an allowed host.
             off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
             app = server.streamable_http_app(transport_security=off, host=http[0])
-            hosts = frozenset(h.strip().lower().rstrip(".") for h in allowed_hosts)
-            serve_http(HttpGuard(app, hosts, token), *http)
+            mcp_http.serve_http(mcp_http.HttpGuard(app, hosts, token), *http)
     finally:
         service.close()

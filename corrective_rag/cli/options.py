@@ -13,11 +13,14 @@ from typing import Any
 
 from corrective_rag.errors import ConfigError
 
-__all__ = ["options"]
+__all__ = ["judge_profile", "options"]
 
 
-def options(args: argparse.Namespace) -> Any:
+def options(args: argparse.Namespace, *, judged: bool = True) -> Any:
     """The ``Options`` the parsed flags name; keys come from the environment only.
+
+    ``judged``: resolve the judge to run (:func:`judge_profile`); ``index``, which runs no
+    loop, reads no judge profile.
 
     Raises:
         ConfigError: flags that contradict each other or miss their partner.
@@ -54,7 +57,63 @@ def options(args: argparse.Namespace) -> Any:
         max_retries=args.max_retries,
         qdrant=args.qdrant,
         qdrant_api_key=os.environ.get("QDRANT_API_KEY") or None,
+        judge=judge_profile(args, model=_model_key(model, args.local_llm)) if judged else None,
     )
+
+
+def _model_key(model: str | None, local_llm: str | None) -> str | None:
+    """The model a judge profile is kept under: ``--model``, else the GGUF file's name."""
+    if model is not None:
+        return model
+    if local_llm:
+        from corrective_rag.cli.wiring import local_model
+
+        return local_model(local_llm)
+    return None
+
+
+def judge_profile(args: argparse.Namespace, *, model: str | None) -> Any:
+    """The judge a command runs: ``--judge`` / the profile file's choice for ``model``, or None.
+
+    ``model`` is None without an LLM: then the profile file's ``offline`` entries are read (a
+    judge checked with ``judge-check --judges offline,...``). The file is the one named by
+    ``--calibration`` (then it must hold an entry), else the default location, read only if it
+    is there. A profile measured for another model, prompt or call shape is refused with one
+    line; one measured under another policy is used, with a warning.
+
+    Raises:
+        ConfigError: the file cannot be read, holds nothing for ``model`` (when named), or its
+            profile does not fit this run; ``--judge`` names a judge that needs an LLM and
+            there is none.
+    """
+    from corrective_rag.cli.environment import calibration_path
+    from corrective_rag.evaluate.kinds import judge_kind
+    from corrective_rag.evaluate.profile import JudgeProfile
+
+    kind = getattr(args, "judge", None)
+    given = getattr(args, "calibration", None)
+    if kind is not None and model is None and judge_kind(kind).needs_chat:
+        raise ConfigError(f"--judge {kind} needs an LLM (--llm-url or --local-llm)")
+    key = model if model is not None else "offline"
+    path = calibration_path(given)
+    profile = JudgeProfile.read(path, model=key, kind=kind, required=given is not None)
+    if profile is None and kind is not None:
+        profile = JudgeProfile.of(kind, model=key)
+    if profile is None:
+        return None
+    if model is None and judge_kind(profile.kind).needs_chat:
+        raise ConfigError(f"{path}: the judge chosen offline is {profile.kind}, which needs an LLM")
+    profile.check(model=key, call_mode="one-call")
+    if profile.policy != args.policy:
+        from corrective_rag.observe.logs import get_logger
+
+        get_logger(__name__).warning(
+            "judge_profile_policy_differs",
+            measured=profile.policy,
+            run=args.policy,
+            hint="its figures were measured under another policy: judge-check --policy",
+        )
+    return profile
 
 
 def _min_relevant(args: argparse.Namespace, *, llm: bool) -> int | None:

@@ -10,18 +10,19 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError, LLMTransportError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.types import RunResult
 
 __all__ = [
     "Options",
     "RunnerFactory",
     "check_reachable",
+    "local_model",
     "open_store",
     "orchestrator",
     "run_one",
@@ -39,9 +40,13 @@ REMOTE_CALL_SECONDS = 60.0  # = calls.settings.REMOTE_CALL_SECONDS (not imported
 LOCAL_CALL_SECONDS = 300.0  # = calls.settings.LOCAL_CALL_SECONDS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Options:
-    """What the command line decided about the pipeline."""
+    """What the command line decided about the pipeline.
+
+    Its ``repr`` leaves the keys out and masks every URL (a gateway's ``user:password@``, a
+    key in a query or a path), as :func:`~corrective_rag.text.urls.mask_url` shows them.
+    """
 
     store: str | None = None
     chroma_host: str | None = None
@@ -66,6 +71,17 @@ class Options:
     max_retries: int | None = None
     qdrant: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
+    # the judge to run (evaluate.profile.JudgeProfile): what judge-check chose, or --judge; it
+    # travels with the options to Ray workers. None: the default judge (verbal with an LLM,
+    # offline without).
+    judge: Any = None
+
+    def __repr__(self) -> str:
+        from corrective_rag.text.urls import mask_url
+
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown = [f"{k}={mask_url(v) if isinstance(v, str) else v!r}" for k, v in values.items()]
+        return f"Options({', '.join(shown)})"
 
 
 def open_store(opts: Options, *, create: bool = False) -> Any:
@@ -181,39 +197,52 @@ def _components(
     ``slots``: requests the (embedded) server serves at once; ``context_tokens``: the context
     one of its slots holds, which bounds how many documents one grading call may carry.
     """
+    profile = opts.judge
     if base_url is None:
         from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
         from corrective_rag.rewrite.local import LocalRewriter
 
         weights = replace(DEFAULT_WEIGHTS, cap=opts.judge_cap)
-        local = LocalEvaluator(store.embedder, idf=store.idf, weights=weights)
-        return local, LocalRewriter(idf=store.idf)
-    from corrective_rag.evaluate.llm import LLMEvaluator
+        judge: Any = (
+            LocalEvaluator(store.embedder, idf=store.idf, weights=weights)
+            if profile is None or profile.kind == "offline"
+            else profile.evaluator(store=store, call_mode="one-call")
+        )
+        return judge, LocalRewriter(idf=store.idf)
     from corrective_rag.llm.client import OpenAIChatClient
     from corrective_rag.rewrite.llm import LLMRewriter
 
     timeouts, retries = _client_settings(opts, local=slots is not None)
-    if slots is None:
-        chat = OpenAIChatClient(
-            base_url, opts.model or "default", api_key=opts.api_key, timeouts=timeouts,
-            retries=retries,
-        )  # fmt: skip
-        # one chat model judges and rewrites: the grading call proposes the next query
-        threshold = fitted_threshold(opts.model or "default")
-        return LLMEvaluator(chat, propose=True, threshold=threshold), LLMRewriter(chat)
     # An embedded server serves `slots` requests at once: more in flight would only queue
     # there and time out while it is busy. One request per slot, across every thread.
+    embedded = slots is not None
     chat = OpenAIChatClient(
-        base_url, opts.model or "local", timeouts=timeouts, retries=retries, max_concurrency=slots
+        base_url,
+        opts.model or ("local" if embedded else "default"),
+        api_key=None if embedded else opts.api_key,
+        timeouts=timeouts,
+        retries=retries,
+        max_concurrency=slots if slots is not None else 8,  # the client's default
     )
-    evaluator = LLMEvaluator(
-        chat,
-        max_workers=slots,
-        propose=True,
-        context_tokens=context_tokens or 2048,
-        threshold=fitted_threshold(opts.model or "local"),
+    # one chat model judges and rewrites: the grading call proposes the next query
+    extra: dict[str, Any] = {}
+    if slots is not None:
+        extra = {"max_workers": slots, "context_tokens": context_tokens or 2048}
+    return _judge(opts, chat, store, extra), LLMRewriter(chat)
+
+
+def _judge(opts: Options, chat: Any, store: Any, extra: dict[str, Any]) -> Any:
+    """The evaluator the options name: the judge profile's, else the verbal JSON judge."""
+    from corrective_rag.evaluate.llm import LLMEvaluator
+
+    profile = opts.judge
+    if profile is None:
+        return LLMEvaluator(chat, propose=True, **extra)
+    if profile.kind == "offline":
+        return profile.evaluator(store=store, call_mode="one-call")
+    return profile.evaluator(
+        chat=chat, store=store, call_mode="one-call", model=profile.model, **extra
     )
-    return evaluator, LLMRewriter(chat)
 
 
 @contextlib.contextmanager
@@ -306,9 +335,6 @@ class RunnerFactory:
         return runner
 
 
-def fitted_threshold(model: str) -> float:
-    """The P(true) threshold ``judge-check`` fitted for ``model`` (its calibration file), or 0.5."""
-    from corrective_rag.cli.environment import calibration_path
-    from corrective_rag.evaluate.calibration import read_threshold
-
-    return read_threshold(calibration_path(), model, "logprob") or 0.5
+def local_model(path: str) -> str:
+    """The model name a ``--local-llm`` GGUF file is known by in a judge profile: its file name."""
+    return Path(path).name

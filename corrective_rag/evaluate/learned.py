@@ -13,13 +13,13 @@ A logistic layer over them (standardised) gives the probability of relevance ``p
 weights, the threshold (best F1 on the training pairs) and the record of how they were fitted
 (data and licences, commit, leave-one-collection-out figures) ship as
 ``learned_judge.json`` beside this module (``scripts/train_judge.py`` writes it,
-``benchmarks/learned_judge.py`` measures it; ``docs/llm.md`` has the figures). A document is
-relevant when ``p`` reaches the threshold. The verdict's score maps ``p`` onto the verdict scale
-as the local judge's does (:func:`~corrective_rag.evaluate.local.verdict_score`); the
-confidence is the probability that the verdict is right (``p`` for a relevant verdict,
-``1 - p`` for the others); the reasoning says what it measured and the question terms the
-document holds and lacks. ``missing`` is empty: lacking a word of the question is not lacking
-a part of the answer, and the judge does not say what is unanswered.
+``benchmarks/learned_judge.py`` measures it; ``docs/llm.md`` has the figures). A verdict is
+decided by ``p`` at the threshold as every thresholded judge's is
+(:func:`~corrective_rag.evaluate.scoring.with_probability`): relevant from the threshold, the
+confidence the probability that the verdict is right (``p`` or ``1 - p``), the score on the
+verdict scale's bands, ``p`` kept as ``probability``. The reasoning says what it measured and
+the question terms the document holds and lacks. ``missing`` is empty: lacking a word of the
+question is not lacking a part of the answer, and the judge does not say what is unanswered.
 
 Each document is read up to :data:`MAX_DOCUMENT_CHARS` characters (title in front), so the
 work per document is bounded whatever arrives. The gaps compare the documents of one call, so
@@ -38,13 +38,14 @@ from typing import Any
 import numpy as np
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.evaluate.local import check_judged, verdict_score
+from corrective_rag.evaluate.local import check_judged
+from corrective_rag.evaluate.scoring import with_probability
 from corrective_rag.inputs import read_bounded_json
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import check_idf, coverage, term_weights
-from corrective_rag.types import RELEVANT_FROM, Document, Evaluation, Relevance, Usage, Verdict
+from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 
 # LearnedEvaluator: its home is corrective_rag
 __all__ = [
@@ -278,30 +279,21 @@ class LearnedEvaluator:
         weights = term_weights(content_terms(question), self.idf)
         verdicts = []
         for doc, vector in zip(documents, vectors, strict=True):
-            p = judge.probability(vector)
-            relevant = p >= threshold
-            score = round(verdict_score(p, threshold), 4)
-            if not relevant:  # rounding must not lift a rejected score onto the relevant band
-                score = min(score, RELEVANT_FROM - 1e-4)
+            # four decimals: an embedding batched in another order differs in the 8th
+            p = round(judge.probability(vector), 4)
             found = coverage(weights, tokenize(model_text(doc)))
-            verdicts.append(
-                Verdict(
-                    doc.id,
-                    relevant,
-                    Relevance.HIGH if relevant else Relevance.LOW,
-                    score,
-                    round(p if relevant else 1.0 - p, 4),
-                    reasoning=_reasoning(
-                        doc,
-                        vector=vector,
-                        matched=found.matched,
-                        missing=found.missing,
-                        p=p,
-                        threshold=threshold,
-                    ),
-                    missing=(),
-                )
+            reasoning = _reasoning(
+                doc,
+                vector=vector,
+                matched=found.matched,
+                missing=found.missing,
+                p=p,
+                threshold=threshold,
             )
+            # decided as every thresholded judge is (scoring.with_probability): relevant from
+            # the threshold, confidence p or 1 - p, the score on the verdict scale's bands
+            verdict = Verdict(doc.id, False, Relevance.LOW, 0.0, 0.5, reasoning=reasoning)
+            verdicts.append(with_probability(verdict, p, threshold))
         log.debug(
             "learned_evaluation",
             documents=len(documents),

@@ -35,21 +35,28 @@ from corrective_rag.errors import (
     VerdictParseError,
 )
 from corrective_rag.evaluate.cache import CacheKey, VerdictCache, cache_key
-from corrective_rag.evaluate.logprobs import takes_logprobs, value_probabilities, with_probability
+from corrective_rag.evaluate.logprobs import takes_logprobs, value_probabilities
 from corrective_rag.evaluate.normalise import normalise_verdict
+from corrective_rag.evaluate.scoring import (
+    SCORE_BY,
+    asked_logprobs,
+    check_threshold,
+    recorded,
+    with_probability,
+)
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import complete_items, parse_json_object
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.spent import attach_spent, charge, metering
-from corrective_rag.logs import get_logger
 from corrective_rag.models.tokens import TiktokenCounter
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.text.screening import screen_form
 from corrective_rag.types import ChatReply, Document, Evaluation, Proposal, Usage, Verdict
 
 if TYPE_CHECKING:
-    from corrective_rag.evaluate.check import JudgeCheck
+    from corrective_rag.evaluate.check.plain import JudgeCheck
 
 # LLMEvaluator: its home is corrective_rag
 __all__: list[str] = []
@@ -109,13 +116,23 @@ class LLMEvaluator:
         cache: verdict cache; None makes a private one (pass ``VerdictCache(0)`` to disable).
         token_counter: counts and truncates document tokens (default cl100k_base).
         model_name: model part of the cache key (default ``chat.model`` or the class name).
-        logprobs: alternatives asked per token (``top_logprobs``, 1..20) so that each verdict's
-            decision, score and confidence come from the probability the model put on its
-            ``relevant`` value being ``true`` (:mod:`~corrective_rag.evaluate.logprobs`,
-            ``Verdict.score_source="logprob"``), in the same call; where the reply carries none
-            the verbal fields stay (``"verbal"``). ``None``: never asked.
-        threshold: P(true) from which a probability verdict is relevant (``judge-check``
-            fits it; 0.5 by default); mapped onto the score scale's ``RELEVANT_FROM``.
+        logprobs: ask the server for the reply's token probabilities, as OpenAI's API does: a
+            bool says whether to ask (``True``: with 5 alternatives per token), an int 0..20 is
+            the number of alternatives (``top_logprobs``; 0 asks for the tokens alone, which
+            reads no probability); ``None`` or ``False``: never asked. Asked in the grading
+            call itself (no extra call). The probability the model put on each verdict's
+            ``relevant`` value being ``true`` (:mod:`~corrective_rag.evaluate.logprobs`) is
+            recorded as ``Verdict.probability``; whether it decides is ``score_by``'s.
+        score_by: ``"verbal"`` (the default): the verdicts are the ones the model wrote, the
+            probability only recorded beside them. ``"probability"``: each verdict whose
+            probability can be read is decided by it at ``threshold``
+            (:mod:`~corrective_rag.evaluate.scoring`: relevant from P = ``threshold``,
+            confidence the chance it is right, ``Verdict.score_source="logprob"``); the others
+            keep their written fields. Measure which is better for your model with
+            ``corrective-rag judge-check --compare`` and run what it chose
+            (:class:`~corrective_rag.evaluate.profile.JudgeProfile`).
+        threshold: P(true) from which a probability verdict is relevant (``judge-check`` fits
+            it; 0.5 by default). Read only with ``score_by="probability"``.
     """
 
     def __init__(
@@ -131,7 +148,8 @@ class LLMEvaluator:
         cache: VerdictCache | None = None,
         token_counter: TiktokenCounter | None = None,
         model_name: str | None = None,
-        logprobs: int | None = 5,
+        logprobs: bool | int | None = True,
+        score_by: str = "verbal",
         threshold: float = 0.5,
     ) -> None:
         if not callable(getattr(chat, "complete", None)):
@@ -143,29 +161,35 @@ class LLMEvaluator:
             ("max_workers", max_workers),
         ):
             check_int(value, name, minimum=1)
-        self.chat = chat
-        self.batch_size = batch_size
-        self.max_doc_tokens = max_doc_tokens
-        self.context_tokens = context_tokens
+        self.chat: ChatModel = chat
+        self.batch_size: int | None = batch_size
+        self.max_doc_tokens: int = max_doc_tokens
+        self.context_tokens: int = context_tokens
         self.propose: bool | None = propose if propose is None else bool(propose)
         self.strict: bool = bool(strict)
-        self.max_workers = max_workers
+        self.max_workers: int = max_workers
         self.cache: VerdictCache = cache if cache is not None else VerdictCache()
         self.counter: TiktokenCounter = token_counter or TiktokenCounter()
         self.model_name: str = model_name or str(getattr(chat, "model", "") or type(chat).__name__)
-        if logprobs is not None:
-            check_int(logprobs, "logprobs", minimum=1)
-            if logprobs > 20:
-                raise ConfigError(f"logprobs must be at most 20, got {logprobs}")
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-            raise ConfigError(f"threshold must be a number in (0, 1), got {threshold!r}")
-        if not 0.0 < threshold < 1.0:
-            raise ConfigError(f"threshold must be in (0, 1), got {threshold!r}")
+        top = asked_logprobs(logprobs)
+        if score_by not in SCORE_BY:
+            raise ConfigError(f"score_by must be one of {', '.join(SCORE_BY)}, got {score_by!r}")
+        if score_by == "probability" and top is None:
+            raise ConfigError("score_by='probability' needs logprobs (True or 1..20)")
+        check_threshold(threshold)
         # A chat model written before `logprobs` joined ChatModel.complete is called without.
-        self.logprobs = logprobs if logprobs is not None and takes_logprobs(chat) else None
-        self.threshold = float(threshold)
-        # a probability verdict is another verdict: cached apart (beside the call shape)
-        self._scored = "" if self.logprobs is None else f"+logprob@{self.threshold:.4f}"
+        self.logprobs: int | None = top if top is not None and takes_logprobs(chat) else None
+        self.score_by: str = score_by
+        self.threshold: float = float(threshold)
+        # a probability verdict is another verdict, and a verbal one with its probability
+        # recorded differs from one without: cached apart (beside the call shape)
+        self._scored = (
+            ""
+            if self.logprobs is None
+            else "+p"
+            if score_by == "verbal"
+            else f"+logprob@{self.threshold:.6f}"
+        )
         self._system_tokens: dict[bool, int] = {}
         self._sizes: dict[tuple[str, str, int], tuple[str, int]] = {}
         if self.documents_per_call < 1:
@@ -179,15 +203,19 @@ class LLMEvaluator:
         return self.propose if self.propose is not None else proposals_wanted()
 
     def check(self, *, min_agreement: float = 0.7, max_seconds: float | None = 300.0) -> JudgeCheck:
-        """Grade pairs with known answers: can this model judge? (:func:`~.check.check_judge`).
+        """Grade pairs with known answers: can this model judge? (:func:`.check_judge`).
 
-        Graded afresh (this evaluator's cache is neither read nor filled), within ``max_seconds``
-        in all (``check.CHECK_SECONDS``; ``None``: only the calls' own timeouts).
+        Graded as the loop grades (the default one-call loop's call, with proposals, unless
+        ``propose=False``), afresh (this evaluator's cache is neither read nor filled), within
+        ``max_seconds`` in all (``check.plain.CHECK_SECONDS``; ``None``: only the calls' own
+        timeouts); counted as the ``general`` policy keeps.
         """
-        from corrective_rag.evaluate.check import check_judge
+        from corrective_rag.evaluate.check.plain import check_judge
 
         fresh = copy.copy(self)
         fresh.cache = VerdictCache(0)
+        if fresh.propose is None:  # the loop's default call mode proposes
+            fresh.propose = True
         return check_judge(fresh, min_agreement=min_agreement, max_seconds=max_seconds)
 
     # -- batch sizing ------------------------------------------------------------------------
@@ -359,16 +387,24 @@ class LLMEvaluator:
         return Proposal(" ".join(query.split()), "; ".join(dict.fromkeys(missing)) or said)
 
     def _probable(self, found: dict[str, Verdict], reply: ChatReply) -> dict[str, Verdict]:
-        """``found`` decided by the reply's token probabilities where it carries them."""
+        """``found`` with the reply's token probabilities: recorded, or deciding (``score_by``).
+
+        A verdict whose probability cannot be read soundly keeps its written fields.
+        """
         if self.logprobs is None or not reply.logprobs:
             return found
         probabilities = value_probabilities(reply.text, reply.logprobs)
-        return {
-            doc_id: with_probability(v, probabilities[doc_id], self.threshold)
-            if doc_id in probabilities
-            else v
-            for doc_id, v in found.items()
-        }
+        by_probability = self.score_by == "probability"
+        out: dict[str, Verdict] = {}
+        for doc_id, verdict in found.items():
+            p = probabilities.get(doc_id)
+            if p is None:
+                out[doc_id] = verdict
+            elif by_probability:
+                out[doc_id] = with_probability(verdict, p, self.threshold)
+            else:
+                out[doc_id] = recorded(verdict, p)
+        return out
 
     def _parse(self, text: str, ids: Sequence[str]) -> tuple[dict[str, Verdict], set[str]]:
         """Verdicts for the sent ``ids`` found in ``text``, and the ids answered in conflict.

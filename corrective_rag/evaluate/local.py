@@ -61,7 +61,7 @@ from corrective_rag.evaluate.local_features import LocalFeatures, LocalWeights
 from corrective_rag.evaluate.pool import pool_features
 from corrective_rag.evaluate.selection import keep_from
 from corrective_rag.inputs import check_query
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import (

@@ -62,6 +62,7 @@ __all__ = [
     "to_label",
     "to_relevant",
     "to_unit",
+    "verdict_id",
 ]
 
 DEFAULT_CONFIDENCE = 0.5
@@ -223,6 +224,16 @@ def _missing(value: Any) -> tuple[str, ...]:
     if isinstance(value, list | tuple):  # the first few only: a Verdict keeps no more
         return missing_items([str(v) for v in value[:MAX_MISSING_ITEMS] if v is not None])
     return missing_items(_text(value))
+
+
+def verdict_id(item: Mapping[str, Any]) -> Any:
+    """The document id a verdict object names, as the evaluator reads it (``None``: none).
+
+    ``id``, else ``document_id``, else ``doc_id``: a key that is present wins even when a later
+    one is too (``{"doc_id": "b", "id": "a"}`` names ``a``), and json keeps a repeated key's
+    last value. What it names is the model's word: the caller checks it against the ids sent.
+    """
+    return item.get("id", item.get("document_id", item.get("doc_id")))
 
 
 def normalise_verdict(document_id: str, item: Mapping[str, Any], *, raw: str = "") -> Verdict:

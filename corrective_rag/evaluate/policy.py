@@ -171,7 +171,10 @@ def decide(verdict: Verdict, policy: FilterPolicy) -> Decision:
     """Keep, drop or leave ungraded one verdict under ``policy``.
 
     A verdict that says not relevant is dropped whatever its score and confidence: the fields
-    disagree, and the contract resolves every disagreement toward dropping.
+    disagree, and the contract resolves every disagreement toward dropping. A verdict decided
+    by a probability P at threshold t (``score_source="logprob"``) is kept from the P that
+    :func:`~corrective_rag.evaluate.scoring.kept_from` says: under ``general``, exactly when
+    P >= max(t, ``high_confidence``) (:mod:`~corrective_rag.evaluate.scoring`).
     """
     if not verdict.graded or verdict.score is None or verdict.confidence is None:
         return Decision.UNGRADED

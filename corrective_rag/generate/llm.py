@@ -16,7 +16,8 @@ from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictPars
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.spent import attach_spent, charge, metering
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import ChatModel
 from corrective_rag.types import Answer, Document, Usage
 
@@ -131,11 +132,12 @@ class LLMGenerator:
         self, question: str, answer: str, docs: list[Document]
     ) -> tuple[bool | None, Usage]:
         try:
-            reply = self.chat.complete(
-                prompts.support_messages(question, answer, docs),
-                json_schema=prompts.support_schema(),
-                max_tokens=_SUPPORT_TOKENS,
-            )
+            with stage("check"):  # named apart from the answer's own call in a trace
+                reply = self.chat.complete(
+                    prompts.support_messages(question, answer, docs),
+                    json_schema=prompts.support_schema(),
+                    max_tokens=_SUPPORT_TOKENS,
+                )
         except LLMError as exc:
             log.warning("support_check_failed", error=str(exc))
             return None, Usage(llm_calls=1, failed_calls=1)

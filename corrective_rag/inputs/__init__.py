@@ -10,16 +10,19 @@
 """
 
 from corrective_rag.inputs.files import (
+    open_regular,
     read_bounded,
     read_bounded_json,
     read_bounded_lines,
     read_bounded_text,
 )
 from corrective_rag.inputs.values import (
+    MAX_EXACT_INT,
     MAX_QUERY_BYTES,
     check_int,
     check_query,
     control_at,
+    inexact_int,
     is_blank,
     is_int,
     is_number,
@@ -27,13 +30,16 @@ from corrective_rag.inputs.values import (
 )
 
 __all__ = [
+    "MAX_EXACT_INT",
     "MAX_QUERY_BYTES",
     "check_int",
     "check_query",
     "control_at",
+    "inexact_int",
     "is_blank",
     "is_int",
     "is_number",
+    "open_regular",
     "read_bounded",
     "read_bounded_json",
     "read_bounded_lines",

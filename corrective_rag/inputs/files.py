@@ -26,12 +26,12 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from corrective_rag.errors import CorrectiveRAGError, InputError
 
-# read_bounded, read_bounded_json, read_bounded_lines, read_bounded_text: their home is
-# corrective_rag.inputs
+# open_regular, read_bounded, read_bounded_json, read_bounded_lines, read_bounded_text: their
+# home is corrective_rag.inputs
 __all__: list[str] = []
 
 MAX_JSON_DEPTH = 64  # a settings or profile file nests a few levels; json.loads recurses per level
@@ -79,6 +79,25 @@ def _open(path: str | os.PathLike[str], error: type[CorrectiveRAGError]) -> int:
     return fd
 
 
+def open_regular(
+    path: str | os.PathLike[str], *, error: type[CorrectiveRAGError] = InputError
+) -> BinaryIO:
+    """The regular file at ``path`` opened for reading in binary, for a caller that streams it.
+
+    For a reader of files too large to hold (a corpus of gigabytes, read in blocks): the file
+    is opened as :func:`read_bounded` opens it (without blocking on a FIFO, and refused unless
+    it is a regular file); bounding what is read is the caller's.
+
+    Raises:
+        CorrectiveRAGError: ``error`` as :func:`read_bounded`: missing, unreadable or not a
+            regular file.
+    """
+    fd = _open(path, error)
+    if getattr(os, "O_NONBLOCK", 0):  # opened so only to pass a FIFO: a regular file never waits
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb", buffering=_CHUNK)
+
+
 def _too_large(path: str | os.PathLike[str], max_bytes: int) -> str:
     return f"{_shown(path)}: larger than {max_bytes:,} bytes"
 
@@ -88,13 +107,18 @@ def read_bounded(
     *,
     max_bytes: int,
     error: type[CorrectiveRAGError] = InputError,
+    start: bytes = b"",
 ) -> bytes:
     """The bytes of the regular file at ``path``, at most ``max_bytes`` of them.
 
+    ``start``: the bytes a file of this kind begins with (one the package writes itself, such
+    as a store's snapshot, whose cap must be large): a file that begins otherwise is refused
+    as soon as those bytes are read, never read whole.
+
     Raises:
         CorrectiveRAGError: ``error`` (:class:`InputError` by default), one line naming the
-            file: missing, unreadable, not a regular file (a folder, FIFO, device), or more
-            than ``max_bytes`` bytes long.
+            file: missing, unreadable, not a regular file (a folder, FIFO, device), more than
+            ``max_bytes`` bytes long, or not beginning with ``start``.
     """
     fd = _open(path, error)
     parts: list[bytes] = []
@@ -105,10 +129,17 @@ def read_bounded(
                 part = os.read(fd, min(_CHUNK, max_bytes + 1 - got))
             except OSError as exc:
                 raise error(f"{_shown(path)}: cannot read ({exc.strerror or exc})") from None
-            if not part:
-                break
             parts.append(part)
             got += len(part)
+            if start and (got >= len(start) or not part):
+                head = b"".join(parts)[: len(start)]
+                if head != start:
+                    raise error(
+                        f"{_shown(path)}: not a file of this kind (it does not begin as one)"
+                    )
+                start = b""
+            if not part:
+                break
     finally:
         os.close(fd)
     if got > max_bytes:
@@ -180,6 +211,7 @@ def read_bounded_json(
     max_bytes: int,
     max_depth: int = MAX_JSON_DEPTH,
     error: type[CorrectiveRAGError] = InputError,
+    start: bytes = b"",
 ) -> Any:
     """The file's JSON value, bounded in bytes (:func:`read_bounded`) and in nesting depth.
 
@@ -187,7 +219,7 @@ def read_bounded_json(
         CorrectiveRAGError: ``error`` as :func:`read_bounded_text`, or the text is not JSON or
             nests deeper than ``max_depth``.
     """
-    raw = read_bounded(path, max_bytes=max_bytes, error=error)
+    raw = read_bounded(path, max_bytes=max_bytes, error=error, start=start)
     return loads_bounded(raw, _shown(path), max_depth=max_depth, error=error)
 
 
@@ -197,19 +229,21 @@ def read_bounded_lines(
     max_bytes: int,
     max_line_bytes: int,
     error: type[CorrectiveRAGError] = InputError,
+    ends: bool = False,
 ) -> Iterator[tuple[int, bytes]]:
     """``(line number, bytes)`` for each non-blank line, no line read past ``max_line_bytes``.
 
     The line's newline is dropped; the first line's byte order mark too. Reading stops with an
     error as soon as a line passes its cap or the file passes ``max_bytes``, before either is
-    held in memory whole.
+    held in memory whole. With ``ends``, every line comes as read, its line ending kept and
+    blank lines too (for an append-only file, whose last line without a newline is a write cut
+    short, and whose readers count bytes).
 
     Raises:
         CorrectiveRAGError: ``error`` as :func:`read_bounded`, or a line longer than
             ``max_line_bytes`` (naming the line).
     """
-    fd = _open(path, error)
-    with os.fdopen(fd, "rb", buffering=_CHUNK) as fh:
+    with open_regular(path, error=error) as fh:
         total = 0
         number = 0
         while True:
@@ -226,7 +260,9 @@ def read_bounded_lines(
             body = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
             if len(body) > max_line_bytes:
                 raise error(f"{_shown(path)}: line {number} longer than {max_line_bytes:,} bytes")
+            if ends:
+                body = line
             if number == 1 and body.startswith(_BOM):
                 body = body[len(_BOM) :]
-            if body.strip():
+            if ends or body.strip():
                 yield number, body

@@ -20,11 +20,15 @@ from typing import Literal, TypeGuard, overload
 
 from corrective_rag.errors import ConfigError, CorrectiveRAGError, InputError
 
-# MAX_QUERY_BYTES, check_int, check_query, control_at, is_blank, is_int, is_number,
-# surrogate_at: their home is corrective_rag.inputs
+# MAX_EXACT_INT, MAX_QUERY_BYTES, check_int, check_query, control_at, inexact_int, is_blank,
+# is_int, is_number, surrogate_at: their home is corrective_rag.inputs
 __all__: list[str] = []
 
 MAX_QUERY_BYTES = 1_048_576  # 1 MiB: a question beyond this is a pasted file, not a query
+# The largest integer a 64-bit float holds with every integer below it: chromadb and Qdrant
+# compare metadata numbers as floats, where 2**53 + 1 reads as 2**53, while Python compares
+# exactly. Metadata and filters hold integers within +-2**53 only, so every store agrees.
+MAX_EXACT_INT = 2**53
 # C0 but tab, line feed, vertical tab, form feed, carriage return (whitespace a pasted question
 # may hold); DEL and C1; the bidirectional marks, embeddings, overrides and isolates.
 _CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -112,6 +116,11 @@ def check_query(value: object, *, what: str = "question", max_bytes: int = MAX_Q
 def is_int(value: object) -> TypeGuard[int]:
     """True for an ``int`` that is not a ``bool`` (``True`` is an int to Python, not to us)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def inexact_int(value: object) -> bool:
+    """True for an ``int`` (not a ``bool``) past :data:`MAX_EXACT_INT` either way."""
+    return is_int(value) and not -MAX_EXACT_INT <= value <= MAX_EXACT_INT
 
 
 def is_number(value: object) -> TypeGuard[int | float]:

@@ -47,6 +47,7 @@ __all__ = [
     "check_cap",
     "check_embedder",
     "check_retriever_options",
+    "declares",
     "document_id",
     "embedding_lists",
     "flat_metadata",
@@ -325,6 +326,12 @@ def with_limits(model: Any, limits: Mapping[str, Any]) -> Any:
         return model
     update = {k: v for k, v in limits.items() if k in fields and v is not None}
     return model.model_copy(update=update) if update else model
+
+
+def declares(model: Any, names: Sequence[str]) -> bool:
+    """Whether a pydantic framework model's class declares every field in ``names``."""
+    fields = getattr(type(model), "model_fields", None)
+    return isinstance(fields, Mapping) and all(name in fields for name in names)
 
 
 def schema_rule(schema: Mapping[str, Any]) -> str:

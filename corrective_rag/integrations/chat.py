@@ -20,6 +20,7 @@ from typing import Any
 from corrective_rag.errors import CorrectiveRAGError
 from corrective_rag.integrations.awaiting import await_in_scope
 from corrective_rag.integrations.bridge import call_failed, secrets_of_model
+from corrective_rag.llm.options import top_logprobs_asked
 from corrective_rag.types import ChatReply
 
 __all__ = ["FrameworkChatModel"]
@@ -48,20 +49,28 @@ class FrameworkChatModel:
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
-        logprobs: int | None = None,
+        logprobs: bool | int | None = None,
     ) -> ChatReply:
         """Return the model's reply to ``messages`` (see the class docstring).
 
-        ``logprobs`` is accepted and not asked for: the frameworks' replies carry no token
-        probabilities in one shape, so the reply's ``logprobs`` is None (verbal verdicts).
+        ``logprobs`` (read as OpenAI's, :func:`~corrective_rag.llm.options.top_logprobs_asked`)
+        is set on a copy of the model where its class declares ``logprobs`` and
+        ``top_logprobs`` fields (LangChain's ``ChatOpenAI``, LlamaIndex's ``OpenAI`` and the
+        models built on them), and the reply's token probabilities are read where the framework
+        hands over the server's (``ChatReply.logprobs``). A model without those fields is not
+        asked (a provider that does not take them would refuse the call; LangChain's adapter
+        can bind them as call keywords instead), and its replies carry none: verbal verdicts.
 
         Raises:
+            InputError: ``logprobs`` is not None, a bool or an int 0..20.
             LLMError: the model raised (its message, keys masked; the cause is chained).
             LLMTimeoutError: the run's deadline passed before or during the call.
             Cancelled: the run was cancelled before or during the call.
         """
+        top = top_logprobs_asked(logprobs)
+        asked = {} if top is None else {"logprobs": True, "top_logprobs": top}
         limits = {"temperature": temperature, "max_tokens": max_tokens} if self.limits else {}
-        call = self._ask([dict(m) for m in messages], json_schema, limits)
+        call = self._ask([dict(m) for m in messages], json_schema, limits, asked)
         started = time.perf_counter()
         try:
             answer = await_in_scope(self.model, call)
@@ -76,11 +85,13 @@ class FrameworkChatModel:
         messages: list[dict[str, str]],
         json_schema: Mapping[str, Any] | None,
         limits: Mapping[str, Any],
+        asked: Mapping[str, Any],
     ) -> Callable[[], Awaitable[Any]]:
         """The framework's async call for these messages (made, not yet awaited).
 
         ``limits``: the ``temperature`` and ``max_tokens`` to set on a copy of the model
-        (empty when ``limits=False``).
+        (empty when ``limits=False``); ``asked``: ``logprobs`` and ``top_logprobs`` as OpenAI
+        takes them (empty when token probabilities are not asked for).
         """
         raise NotImplementedError
 

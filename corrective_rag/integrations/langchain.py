@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -43,10 +44,12 @@ except (
     ) from _missing
 
 from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.profile import JudgeProfile
 from corrective_rag.integrations.bridge import (
     check_cap,
     check_embedder,
     check_retriever_options,
+    declares,
     embedding_lists,
     framework_document,
     model_name,
@@ -59,7 +62,9 @@ from corrective_rag.integrations.bridge import (
     with_limits,
 )
 from corrective_rag.integrations.chat import FrameworkChatModel
-from corrective_rag.protocols import Embedder
+from corrective_rag.integrations.judged import judged_loop
+from corrective_rag.llm.reply import read_logprobs
+from corrective_rag.protocols import ChatModel, Embedder, Retriever
 from corrective_rag.store.checks import check_search
 from corrective_rag.types import ChatReply, Document, Hit, RunResult
 
@@ -104,6 +109,26 @@ class CorrectiveRetriever(BaseRetriever):
     top_k: int | None = None
     max_iterations: int | None = None
     last_result: RunResult | None = None
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: JudgeProfile,
+        retriever: Retriever,
+        chat: ChatModel | None = None,
+        *,
+        loop: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> CorrectiveRetriever:
+        """The retriever over a loop that judges with ``profile`` (what ``judge-check`` chose).
+
+        ``retriever`` and ``chat`` are the loop's (e.g. ``LangChainRetriever(store)`` and
+        ``LangChainChatModel(model)``); ``loop`` holds the orchestrator's other keywords
+        (:func:`~corrective_rag.integrations.judged.judged_loop`), ``fields`` this retriever's
+        (``k``, ``top_k``, ...). A profile measured for another model, prompt or call shape is
+        refused (:class:`~corrective_rag.errors.ConfigError`).
+        """
+        return cls(orchestrator=judged_loop(profile, retriever, chat, **dict(loop or {})), **fields)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -275,7 +300,11 @@ class LangChainChatModel(FrameworkChatModel):
     reads the reply. ``temperature`` and ``max_tokens`` are set on a copy of the model for the
     call where the model has fields of those names (most providers' do); otherwise the model's
     own settings hold. Tokens are the model's ``usage_metadata`` where it reports them, else
-    counted with cl100k_base; cost is not known (0).
+    counted with cl100k_base; cost is not known (0). Token probabilities (``logprobs``) are
+    asked on a copy of a model whose class has ``logprobs`` and ``top_logprobs`` fields
+    (``ChatOpenAI`` and the models built on it), or with ``bind_logprobs`` as call keywords
+    (``model.bind(logprobs=True, top_logprobs=N)``) of any other model on the unstructured
+    path, and read from the reply's ``response_metadata["logprobs"]``.
 
     The call is the model's ``ainvoke``, awaited under the run's deadline: cancelling the run
     (Ctrl-C, ``asyncio.timeout`` around ``arun``, a ``Budget`` deadline) cancels a call in
@@ -286,16 +315,27 @@ class LangChainChatModel(FrameworkChatModel):
         model: the LangChain chat model, configured with the user's provider and key.
         structured: use the model's structured output for JSON replies where it has one.
         limits: set ``temperature`` / ``max_tokens`` per call (see above).
+        bind_logprobs: ask a model without ``logprobs`` / ``top_logprobs`` fields for token
+            probabilities as call keywords (its provider must take them: others refuse the
+            call); False: such a model is not asked.
 
     Attributes:
         model: the model's name (``model_name`` / ``model``), used in verdict cache keys.
     """
 
-    def __init__(self, model: Any, *, structured: bool = True, limits: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        structured: bool = True,
+        limits: bool = True,
+        bind_logprobs: bool = False,
+    ) -> None:
         if not isinstance(model, BaseChatModel):
             raise ConfigError(f"model must be a LangChain BaseChatModel, got {model!r}")
         super().__init__(model, name=model_name(model), structured=structured, limits=limits)
         self.chat = model
+        self.bind_logprobs: bool = bool(bind_logprobs)
 
     def __repr__(self) -> str:
         return f"LangChainChatModel({type(self.chat).__name__}, model={self.model!r})"
@@ -305,8 +345,11 @@ class LangChainChatModel(FrameworkChatModel):
         messages: list[dict[str, str]],
         json_schema: Mapping[str, Any] | None,
         limits: Mapping[str, Any],
+        asked: Mapping[str, Any],
     ) -> Callable[[], Awaitable[tuple[Any, str, list[dict[str, str]]]]]:
-        model = with_limits(self.chat, limits)
+        fields = declares(self.chat, tuple(asked))
+        model = with_limits(self.chat, {**limits, **(asked if fields else {})})
+        bound = asked if asked and not fields and self.bind_logprobs else {}
 
         async def call() -> tuple[Any, str, list[dict[str, str]]]:
             sent = messages
@@ -316,7 +359,8 @@ class LangChainChatModel(FrameworkChatModel):
                     return (*reply, sent)
             if json_schema is not None:
                 sent = [*sent, {"role": "system", "content": schema_rule(json_schema)}]
-            message = await model.ainvoke(convert_to_messages(sent))
+            runnable = model.bind(**bound) if bound else model
+            message = await runnable.ainvoke(convert_to_messages(sent))
             return message, _text(message), sent
 
         return call
@@ -338,6 +382,10 @@ async def _structured(
     raw = out.get("raw") if isinstance(out, Mapping) else None
     parsed = out.get("parsed") if isinstance(out, Mapping) else None
     if isinstance(parsed, Mapping):
+        written = _text(raw)
+        with contextlib.suppress(ValueError, RecursionError):
+            if json.loads(written) == parsed:  # the model's own text: its tokens spell it
+                return raw, written
         return raw, json.dumps(parsed, ensure_ascii=False)
     calls = getattr(raw, "tool_calls", None) or []
     if calls and isinstance(calls[0].get("args"), Mapping):
@@ -371,6 +419,7 @@ def _chat_reply(
             usage.get("input_tokens"), usage.get("output_tokens"), seconds, msgs, text
         ),
         finish_reason=str(finish) if finish is not None else None,
+        logprobs=read_logprobs(meta.get("logprobs"), text),
     )
 
 

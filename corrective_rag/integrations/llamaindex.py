@@ -50,11 +50,13 @@ except (
     ) from _missing
 
 from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.evaluate.profile import JudgeProfile
 from corrective_rag.integrations.bridge import (
     VERDICT_KEYS,
     check_cap,
     check_embedder,
     check_retriever_options,
+    declares,
     embedding_lists,
     framework_document,
     model_name,
@@ -66,12 +68,14 @@ from corrective_rag.integrations.bridge import (
     with_limits,
 )
 from corrective_rag.integrations.chat import FrameworkChatModel
+from corrective_rag.integrations.judged import judged_loop
 from corrective_rag.integrations.llamaindex_filters import (
     in_memory_index,
     matching_node_ids,
     to_metadata_filters,
 )
-from corrective_rag.protocols import Embedder
+from corrective_rag.llm.reply import read_logprobs
+from corrective_rag.protocols import ChatModel, Embedder, Retriever
 from corrective_rag.store.checks import check_search
 from corrective_rag.types import ChatReply, Document, Hit, RunResult
 
@@ -164,6 +168,23 @@ class CorrectiveRetriever(BaseRetriever):
         self.max_iterations = max_iterations
         self.last_result: RunResult | None = None
         _seed_tiktoken()
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: JudgeProfile,
+        retriever: Retriever,
+        chat: ChatModel | None = None,
+        *,
+        loop: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> CorrectiveRetriever:
+        """The retriever over a loop that judges with ``profile`` (what ``judge-check`` chose).
+
+        As the LangChain adapter's (:func:`~corrective_rag.integrations.judged.judged_loop`):
+        ``loop`` holds the orchestrator's keywords, ``kwargs`` this retriever's.
+        """
+        return cls(judged_loop(profile, retriever, chat, **dict(loop or {})), **kwargs)
 
     def retrieve(
         self,
@@ -358,10 +379,12 @@ class LlamaIndexChatModel(FrameworkChatModel):
     and our lenient parser reads the reply. ``temperature`` and ``max_tokens`` are set on a copy
     of the LLM where it has fields of those names. Tokens are what the LLM reports
     (``additional_kwargs`` or the raw reply's ``usage``), else counted with cl100k_base; cost is
-    not known (0). The call is the LLM's ``achat`` (``achat_with_tools``), awaited under the
-    run's deadline and cancelled with the run; a ``CustomLLM``, whose async call is its sync
-    one, is called in a thread that runs on to the LLM's own timeout
-    (:mod:`corrective_rag.integrations.awaiting`).
+    not known (0). Token probabilities (``logprobs``) are asked on a copy of an LLM whose class
+    has ``logprobs`` and ``top_logprobs`` fields (LlamaIndex's ``OpenAI`` and the LLMs built on
+    it) and read from the raw OpenAI reply. The call is the LLM's ``achat``
+    (``achat_with_tools``), awaited under the run's deadline and cancelled with the run; a
+    ``CustomLLM``, whose async call is its sync one, is called in a thread that runs on to the
+    LLM's own timeout (:mod:`corrective_rag.integrations.awaiting`).
 
     Args:
         llm: the LlamaIndex LLM, configured with the user's provider and key.
@@ -386,8 +409,10 @@ class LlamaIndexChatModel(FrameworkChatModel):
         messages: list[dict[str, str]],
         json_schema: Mapping[str, Any] | None,
         limits: Mapping[str, Any],
+        asked: Mapping[str, Any],
     ) -> Callable[[], Awaitable[tuple[ChatResponse, str, list[dict[str, str]]]]]:
-        llm = with_limits(self.llm, limits)
+        fields = declares(self.llm, tuple(asked))
+        llm = with_limits(self.llm, {**limits, **(asked if fields else {})})
         msgs = messages
         if json_schema is not None and not (self.structured and _calls_functions(llm)):
             msgs = [*msgs, {"role": "system", "content": schema_rule(json_schema)}]
@@ -416,6 +441,7 @@ class LlamaIndexChatModel(FrameworkChatModel):
             model=str(raw.get("model") or self.model),
             usage=reply_usage(prompt, completion, seconds, msgs, text),
             finish_reason=str(finish) if finish is not None else None,
+            logprobs=read_logprobs(_raw_logprobs(response.raw), text),
         )
 
 
@@ -456,6 +482,21 @@ async def _tool_reply(
     if calls:
         return response, json.dumps(calls[0].tool_kwargs, ensure_ascii=False)
     return response, response.message.content or ""  # no call: the lenient parser reads it
+
+
+def _raw_logprobs(raw: object) -> object:
+    """The server's ``choices[0].logprobs`` in a response's raw reply, or None.
+
+    The raw reply is a dict or the OpenAI SDK's object. ``ChatResponse.logprobs`` is not read:
+    it lists each place's alternatives without the token chosen there.
+    """
+    dump = getattr(raw, "model_dump", None)
+    if callable(dump):
+        with contextlib.suppress(Exception):  # a raw object of the SDK's; anything else: none
+            raw = dump()
+    choices = raw.get("choices") if isinstance(raw, Mapping) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return choice.get("logprobs") if isinstance(choice, Mapping) else None
 
 
 def _reported_tokens(response: ChatResponse) -> tuple[int | None, int | None]:

@@ -22,9 +22,11 @@
 - redirects are never followed: a 3xx is an ``LLMResponseError`` naming the status and where it
   pointed (the prompt and the key would travel to wherever a server names, and a loop would
   cost a request per hop);
-- credentials in ``base_url`` (``user:password@``, a ``?api_key=``) are sent, and masked
-  wherever the URL is shown (:func:`corrective_rag.text.urls.mask_url`): messages, log fields,
-  spans, ``repr``, ``base_url`` and ``url``;
+- credentials in ``base_url`` (``user:password@``, a ``?api_key=``, a key in the path) are
+  sent, and masked wherever the URL is shown (:func:`corrective_rag.text.urls.mask_url`):
+  messages, log fields, spans, ``repr``, ``base_url`` and ``url``; ``user:password@`` with an
+  ``api_key`` is refused (a ``ConfigError``): both would need the one ``Authorization``
+  header, and requests would send the Basic one in place of the key;
 - the API key never appears in an error message, a log line or a reply.
 """
 
@@ -67,15 +69,16 @@ from corrective_rag.llm.failures import (
     rejects_logprobs,
     rejects_stream,
 )
+from corrective_rag.llm.options import top_logprobs_asked
 from corrective_rag.llm.parallel import parallel_map
 from corrective_rag.llm.pricing import Pricing
 from corrective_rag.llm.reply import read_reply
 from corrective_rag.llm.stream import EVENT_STREAM, collect_events, is_event_stream
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import traced_chat
 from corrective_rag.protocols import TokenCounter
 from corrective_rag.text.secrets import redact
 from corrective_rag.text.urls import mask_url, url_secrets
-from corrective_rag.tracing import traced_chat
 from corrective_rag.types import ChatReply
 
 __all__ = ["STRUCTURED_MODES"]  # OpenAIChatClient: its home is corrective_rag
@@ -111,7 +114,8 @@ class OpenAIChatClient:
         base_url: the API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8080``
             (``/v1`` is added when the URL has no path); requests go to ``/chat/completions``.
         model: the model name sent with each request.
-        api_key: sent as a bearer token; never logged nor shown in errors.
+        api_key: sent as a bearer token; never logged nor shown in errors. Not with a
+            ``user:password@`` in ``base_url`` (sent as Basic, in the same header).
         timeout: most seconds one call may take, tries included: the one setting behind every
             call (grading, proposal, rewrite, answer, refinement); sets the timeouts and the
             tries' shared bound (:func:`~corrective_rag.calls.settings.call_settings`) where
@@ -169,11 +173,20 @@ class OpenAIChatClient:
             raise ConfigError(f"max_response_bytes must be >= 1024, got {max_response_bytes!r}")
         # The path goes before a query string (a gateway's ?api-version= or ?key=).
         parts = urlsplit(base_url.rstrip("/"))
+        if api_key is not None and "@" in parts.netloc:
+            # requests turns user:password@ into an Authorization: Basic header that replaces
+            # the Bearer one: the key would never reach the server, silently.
+            raise ConfigError(
+                "base_url holds user:password@ and an api_key is given: both go in the one "
+                "Authorization header (Basic and Bearer), so the key would never be sent; give "
+                "one of them (on the command line: drop user:password@ from --llm-url, or "
+                "unset OPENAI_API_KEY)"
+            )
         path = parts.path.rstrip("/") or "/v1"
         self._url = urlunsplit(parts._replace(path=f"{path}/chat/completions", fragment=""))
         self._secrets = (api_key, *url_secrets(base_url))
         # What is shown (messages, logs, spans, repr): credentials in the URL masked.
-        self.base_url = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
+        self.base_url: str = mask_url(urlunsplit(parts._replace(path=path, fragment="")))
         self.url: str = mask_url(self._url)
         self.model = model
         if timeout is not None:
@@ -234,12 +247,15 @@ class OpenAIChatClient:
         json_schema: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
-        logprobs: int | None = None,
+        logprobs: bool | int | None = None,
     ) -> ChatReply:
         """Return the assistant's reply to ``messages`` (see the module docstring).
 
-        ``logprobs``: ask for each token's log probability and this many alternatives
-        (``logprobs: true, top_logprobs: N``, 0..20) in ``ChatReply.logprobs``; a server that
+        ``logprobs``, as OpenAI's chat API reads ``logprobs`` and ``top_logprobs``: ``True``
+        asks for each reply token's log probability with
+        :data:`~corrective_rag.llm.options.DEFAULT_TOP_LOGPROBS`
+        alternatives each, an int 0..20 with that many (0: the chosen tokens' own only),
+        ``None`` or ``False`` for none. They come back in ``ChatReply.logprobs``; a server that
         refuses the field is asked again without it, and from then on never with it.
 
         Raises:
@@ -254,15 +270,12 @@ class OpenAIChatClient:
             raise InputError(f"max_tokens must be a positive int, got {max_tokens!r}")
         if not finite(temperature) or not 0.0 <= temperature <= 2.0:
             raise InputError(f"temperature must be in 0..2, got {temperature!r}")
-        if logprobs is not None and not (
-            isinstance(logprobs, int) and not isinstance(logprobs, bool) and 0 <= logprobs <= 20
-        ):
-            raise InputError(f"logprobs must be an int in 0..20 or None, got {logprobs!r}")
+        top_logprobs = top_logprobs_asked(logprobs)
         while True:
             mode = self.structured_mode if json_schema is not None else None
             payload = self._payload(msgs, json_schema, mode, max_tokens, float(temperature))
-            if logprobs is not None and self._logprobs_taken:
-                payload.update(logprobs=True, top_logprobs=logprobs)
+            if top_logprobs is not None and self._logprobs_taken:
+                payload.update(logprobs=True, top_logprobs=top_logprobs)
             try:
                 return self._with_retries(payload, msgs)
             except LLMResponseError as exc:

@@ -19,7 +19,7 @@ from typing import Any
 
 from corrective_rag.errors import VerdictParseError
 
-__all__ = ["complete_items", "parse_json_object"]
+__all__ = ["complete_items", "complete_items_at", "find_json_object", "parse_json_object"]
 
 _SPACE_OR_COMMA = re.compile(r"[\s,]*")
 # What a lenient search may read, as a multiple of the reply's length (plus a little for short
@@ -53,8 +53,8 @@ class _Budget:
         self.left = _SEARCH_BUDGET * length + _SEARCH_SLACK
 
 
-def _first_object(text: str, budget: _Budget) -> dict[str, Any] | None:
-    """The first ``{`` of ``text`` that decodes to an object, while ``budget`` lasts.
+def _first_object(text: str, budget: _Budget) -> tuple[dict[str, Any], int, int] | None:
+    """The first ``{`` of ``text`` that decodes to an object, with its span, while ``budget`` lasts.
 
     Only a ``{`` that can open an object (``{"`` or ``{}``) is tried. A failed try costs what
     the decoder read and as much again: its error finds its line and column from the start.
@@ -73,7 +73,7 @@ def _first_object(text: str, budget: _Budget) -> dict[str, Any] | None:
         else:
             budget.left -= end - start
             if isinstance(value, dict):
-                return value
+                return value, start, end
     return None
 
 
@@ -88,24 +88,38 @@ def parse_json_object(text: str, *, strict: bool) -> dict[str, Any]:
     Raises:
         VerdictParseError: no JSON object could be read; ``raw`` holds ``text``.
     """
+    return find_json_object(text, strict=strict)[0]
+
+
+def find_json_object(text: str, *, strict: bool) -> tuple[dict[str, Any], int, int]:
+    """The object :func:`parse_json_object` reads, and where it is: ``(object, start, end)``.
+
+    ``text[start:end]`` is the object's JSON text (``text[start] == "{"``), so that a reader of
+    the reply's tokens finds the very object the parser chose.
+
+    Raises:
+        VerdictParseError: as :func:`parse_json_object`.
+    """
     if not isinstance(text, str):
         raise VerdictParseError(f"reply must be a string, got {type(text).__name__}", raw="")
-    if strict:
-        return _strict(text.strip())
     stripped = text.strip()
+    lead = len(text) - len(text.lstrip())
+    if strict:
+        return _strict(stripped), lead, lead + len(stripped)
     try:
-        return _strict(stripped)
+        return _strict(stripped), lead, lead + len(stripped)
     except VerdictParseError:
         pass
     budget = _Budget(len(stripped))  # shared by the fenced blocks and the whole reply
     for fence in itertools.islice(_FENCE.finditer(stripped), _MAX_FENCES):
         found = _first_object(fence.group(1), budget)
         if found is not None:
-            return found
+            shift = lead + fence.start(1)
+            return found[0], shift + found[1], shift + found[2]
     found = _first_object(stripped, budget)
     if found is None:
         raise VerdictParseError("no JSON object found in reply", raw=text)
-    return found
+    return found[0], lead + found[1], lead + found[2]
 
 
 def complete_items(text: str, key: str) -> list[dict[str, Any]]:
@@ -116,6 +130,11 @@ def complete_items(text: str, key: str) -> list[dict[str, Any]]:
     the two finished objects. A reply without ``"key": [`` (or a leading ``[``) gives ``[]``;
     reading stops at the first item that is not a complete object.
     """
+    return [item for item, _, _ in complete_items_at(text, key)]
+
+
+def complete_items_at(text: str, key: str) -> list[tuple[dict[str, Any], int, int]]:
+    """The objects :func:`complete_items` reads, each with its span: ``(object, start, end)``."""
     if not isinstance(text, str):
         return []
     found = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
@@ -126,15 +145,16 @@ def complete_items(text: str, key: str) -> list[dict[str, Any]]:
     else:
         return []
     decoder = json.JSONDecoder()
-    items: list[dict[str, Any]] = []
+    items: list[tuple[dict[str, Any], int, int]] = []
     while True:
         gap = _SPACE_OR_COMMA.match(text, pos)
         pos = gap.end() if gap else pos
         if pos >= len(text) or text[pos] != "{":
             return items
+        start = pos
         try:
             value, pos = decoder.raw_decode(text, pos)
         except (json.JSONDecodeError, RecursionError):
             return items
         if isinstance(value, dict):
-            items.append(value)
+            items.append((value, start, pos))

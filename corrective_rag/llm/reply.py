@@ -6,8 +6,8 @@ usage.
 
 from __future__ import annotations
 
+import codecs
 import json
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,7 +80,10 @@ def read_reply(
         ),
         finish_reason=choice.get("finish_reason") if isinstance(choice, dict) else None,
         response_id=_response_id(data, redact),
-        logprobs=read_logprobs(choice.get("logprobs") if isinstance(choice, dict) else None),
+        logprobs=_unsecret(
+            read_logprobs(choice.get("logprobs") if isinstance(choice, dict) else None, text),
+            redact,
+        ),
     )
 
 
@@ -110,12 +113,20 @@ def _int_or_none(usage: Any, key: str) -> int | None:
     return reported_tokens(usage.get(key)) if isinstance(usage, dict) else None
 
 
-def read_logprobs(value: object) -> tuple[TokenLogprob, ...] | None:
-    """A choice's ``logprobs`` (``{"content": [{token, logprob, top_logprobs}, ...]}``), bounded.
+def read_logprobs(value: object, text: str | None = None) -> tuple[TokenLogprob, ...] | None:
+    """A choice's ``logprobs`` (``{"content": [{token, logprob, bytes, top_logprobs}, ...]}``).
 
-    Untrusted: ``None`` when absent or malformed anywhere (a token that is not a string, a log
-    probability that is not a finite number, more than 16384 tokens); alternatives past 20 and
-    malformed ones are dropped; a log probability above 0 (rounding) counts as 0.
+    Untrusted and bounded: ``None`` when absent or malformed anywhere (a token that is not a
+    string, a log probability that is not a number, more than 16384 tokens); alternatives past
+    20 and malformed ones are dropped. Log probabilities are kept as sent, NaN, infinite or
+    above 0 included: the readers (:mod:`corrective_rag.evaluate.logprobs`) refuse a place
+    that holds one, and only that place.
+
+    With ``text`` (the reply's content): when the tokens' strings do not spell it but their
+    ``bytes`` do (OpenAI's shape: a character split over tokens has its bytes spread over them,
+    and each token's string shows only its own bytes), each token's string is rebuilt from the
+    bytes, the character going to the token that completes it, so that the tokens spell the
+    reply and the readers find its characters.
     """
     content = value.get("content") if isinstance(value, dict) else None
     if not isinstance(content, list) or not content or len(content) > _MOST_LOGPROB_TOKENS:
@@ -132,7 +143,42 @@ def read_logprobs(value: object) -> tuple[TokenLogprob, ...] | None:
             if read is not None:
                 alternatives.append(read)
         out.append(TokenLogprob(place[0], place[1], tuple(alternatives)))
+    if text is not None and "".join(t.token for t in out) != text:
+        rebuilt = _from_bytes(content)
+        if rebuilt is not None and "".join(rebuilt) == text:
+            out = [TokenLogprob(s, t.logprob, t.top) for s, t in zip(rebuilt, out, strict=True)]
     return tuple(out)
+
+
+def _from_bytes(content: list[Any]) -> list[str] | None:
+    """Each token's string rebuilt from the UTF-8 ``bytes`` of all, or None where one lacks them.
+
+    A character goes to the token whose bytes complete it.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    out = []
+    for item in content:
+        raw = item.get("bytes")
+        if not isinstance(raw, list) or len(raw) > 4 * _MOST_TOKEN_CHARS:
+            return None
+        if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in raw):
+            return None
+        out.append(decoder.decode(bytes(raw)))
+    out[-1] += decoder.decode(b"", final=True)
+    return out
+
+
+def _unsecret(
+    tokens: tuple[TokenLogprob, ...] | None, redact: Callable[[str], str]
+) -> tuple[TokenLogprob, ...] | None:
+    """``tokens``, or None when any of their strings holds a secret the reply's text hides."""
+    if not tokens:
+        return tokens
+    written = "".join(t.token for t in tokens)
+    listed = "\0".join(s for t in tokens for s, _ in t.top)
+    if redact(written) != written or redact(listed) != listed:
+        return None
+    return tokens
 
 
 def _token_logprob(item: object) -> tuple[str, float] | None:
@@ -143,6 +189,7 @@ def _token_logprob(item: object) -> tuple[str, float] | None:
         return None
     if isinstance(logprob, bool) or not isinstance(logprob, int | float):
         return None
-    if not math.isfinite(logprob):
+    try:
+        return token, float(logprob)
+    except OverflowError:  # an int too large for a float: no log probability
         return None
-    return token, min(float(logprob), 0.0)

@@ -9,11 +9,12 @@ HTTP exchange, a small pool for parallel grading). The default executor has
 ``concurrent.futures.ThreadPoolExecutor`` to size it).
 
 Cancelling the awaiting task (a client that disconnects, ``asyncio.timeout``, ``task.cancel()``)
-cancels the run the way Ctrl-C does (:mod:`corrective_rag.calls.scope`): an LLM call in flight is
-abandoned at once (its socket is shut down), no further call starts, and a run doing no LLM work
-stops at its next iteration. ``arun`` raises ``CancelledError`` only once the worker thread has
-ended, so when the ``await`` is over nothing of that run still runs or spends. (A second
-cancellation while it winds down stops the waiting, not the winding down.)
+cancels the run the way Ctrl-C does (:func:`corrective_rag.calls.worker.in_worker`, the one home
+of cancel-and-wait): an LLM call in flight is abandoned at once (its socket is shut down), no
+further call starts, and a run doing no LLM work stops at its next iteration. ``arun`` raises
+``CancelledError`` only once the worker thread has ended, so when the ``await`` is over nothing
+of that run still runs or spends. (A second cancellation while it winds down stops the waiting,
+not the winding down.)
 
 Concurrent runs share the orchestrator, its store and its chat client, as the threads of
 :func:`~corrective_rag.runs.execution.batch.run_batch` do: the client bounds the requests in flight
@@ -24,14 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import itertools
-import threading
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
-from corrective_rag.calls.scope import call_scope, raise_if_cancelled
+from corrective_rag.calls.worker import Waiting, in_worker
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import check_int
 from corrective_rag.loop.budget import Budget
@@ -71,28 +70,13 @@ async def arun(
         asyncio.CancelledError: the task was cancelled; the run has ended when this is raised.
         InputError, ConfigError: as ``run`` raises them.
     """
-    stop = threading.Event()
-    # The caller's context travels with the run: an enclosing call scope (a service-wide
-    # deadline) and bound log fields reach the worker thread as they would a plain call.
-    context = contextvars.copy_context()
 
     def work() -> RunResult:
-        with call_scope(cancel=stop):
-            raise_if_cancelled()  # cancelled while waiting for a free thread: never start
-            return orchestrator.run(
-                question, where=where, top_k=top_k, max_iterations=max_iterations, budget=budget
-            )
+        return orchestrator.run(
+            question, where=where, top_k=top_k, max_iterations=max_iterations, budget=budget
+        )
 
-    future = asyncio.get_running_loop().run_in_executor(executor, context.run, work)
-    try:
-        # shield: cancelling this task must not detach us from the thread, which goes on
-        # until told to stop; we tell it below and wait for it.
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        stop.set()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.shield(future)  # ends within one poll of the client (~50 ms) + work
-        raise
+    return await in_worker(work, executor=executor, waiting=Waiting.UNTIL_CANCELLED_AGAIN)
 
 
 def _questions(questions: Iterable[str]) -> Iterable[str]:

@@ -7,22 +7,27 @@ rewriter makes a call of its own (give the rewriter a model of its own this way)
 built with an explicit ``propose=True`` or ``False`` (``LLMEvaluator``) keeps it in either mode.
 
 The request travels with the call, not on the objects (:mod:`corrective_rag.calls.proposals`):
-the loop's ``evaluate`` call runs inside :func:`grading_context`, and the proposal reaches the
-rewriter in its :class:`~corrective_rag.types.RewriteRequest`. So a user's wrapper around the
-evaluator, the rewriter or the chat model (a logger, a cache, a rate limiter, a tracer) changes
-no call. Only :func:`unused_rewriter_model` looks at the objects, to warn of a set-up that
-cannot mean what it says.
+the loop's ``evaluate`` call runs inside :func:`grading_context`, which says the call mode in
+the loop's context and registers the request (question and documents) while the loop waits on
+it, and the proposal reaches the rewriter in its :class:`~corrective_rag.types.RewriteRequest`.
+So a user's wrapper around the evaluator, the rewriter or the chat model (a logger, a cache, a
+rate limiter, a tracer, a timeout that grades in a thread of its own) changes no call. Only
+:func:`unused_rewriter_model` looks at the objects, to warn of a set-up that cannot mean what
+it says.
 """
 
 from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from corrective_rag.calls.proposals import asking_proposals
 from corrective_rag.errors import ConfigError
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import ProposalReader
+from corrective_rag.types import Document
 
 __all__ = [
     "CALL_MODES",
@@ -48,16 +53,26 @@ def check_call_mode(call_mode: object) -> CallMode:
     raise ConfigError(f"call_mode must be one of {', '.join(CALL_MODES)}, got {call_mode!r}")
 
 
+@contextlib.contextmanager
 def grading_context(
-    call_mode: CallMode, rewriter: object
-) -> contextlib.AbstractContextManager[None]:
-    """The context the loop grades in: asking for a proposal in one-call mode.
+    call_mode: CallMode,
+    rewriter: object,
+    question: str | None = None,
+    documents: Sequence[Document] | None = None,
+) -> Iterator[None]:
+    """The context the loop grades ``documents`` for ``question`` in: one-call mode proposes.
 
-    Unless the rewriter says it never reads one (:class:`~corrective_rag.protocols.
-    ProposalReader`).
+    Unless the rewriter says it never reads a proposal (:class:`~corrective_rag.protocols.
+    ProposalReader`). The request is registered while the block runs, so an evaluator that a
+    wrapper calls in a thread of its own finds the same call mode. Its calls are the ``grade``
+    stage's (:func:`~corrective_rag.observe.stage`).
     """
     unread = isinstance(rewriter, ProposalReader) and rewriter.reads_proposals is False
-    return asking_proposals(call_mode == "one-call" and not unread)
+    with (
+        asking_proposals(call_mode == "one-call" and not unread, question, documents),
+        stage("grade"),
+    ):
+        yield
 
 
 def unused_rewriter_model(evaluator: object, rewriter: object, call_mode: CallMode) -> bool:

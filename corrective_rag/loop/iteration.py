@@ -24,7 +24,7 @@ from corrective_rag.loop.rewriting import next_query
 from corrective_rag.loop.state import Parts, RunState, Step
 from corrective_rag.loop.step import judge_source
 from corrective_rag.loop.stopping import Facts, Moment, Stop, decide_stop, full_at
-from corrective_rag.tracing import traced_iteration
+from corrective_rag.observe.spans import traced_iteration
 from corrective_rag.types import (
     IterationRecord,
     PhaseUsage,

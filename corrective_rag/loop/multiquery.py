@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corrective_rag.observe.spans import lane
 from corrective_rag.protocols import ManyRetriever, Retriever
 from corrective_rag.store.fusion import reciprocal_rank_fusion
 from corrective_rag.store.hybrid import HybridStore
-from corrective_rag.tracing import lane
 from corrective_rag.types import Document, Hit, LegScore
 
 __all__ = ["FEEDBACK_LEG", "QUERY_LEGS", "search_queries"]
@@ -64,7 +64,8 @@ def _search_each(
 ) -> list[list[Hit]]:
     """Each query's hits; a ``retrieve_many`` (the hybrid store's) embeds the queries at once.
 
-    ``names`` are the queries' lanes, for a traced search (:func:`corrective_rag.tracing.lane`).
+    ``names`` are the queries' lanes, for a traced search
+    (:func:`corrective_rag.observe.spans.lane`).
     """
     if len(queries) > 1 and isinstance(retriever, HybridStore):  # lanes named on its spans
         many = retriever.retrieve_many(queries, top_k=top_k, where=where, lanes=names)

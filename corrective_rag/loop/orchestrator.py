@@ -25,7 +25,6 @@ from corrective_rag.errors import ConfigError, LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import FilterPolicy, get_policy
 from corrective_rag.inputs import check_int, check_query
 from corrective_rag.llm.spent import spent_before
-from corrective_rag.logs import get_logger
 from corrective_rag.loop.aio import arun, arun_batch, arun_each
 from corrective_rag.loop.budget import Budget, documents_per_call
 from corrective_rag.loop.callmode import CallMode, check_call_mode, unused_rewriter_model
@@ -34,9 +33,11 @@ from corrective_rag.loop.lanes import Lanes
 from corrective_rag.loop.refine import recompose, refine
 from corrective_rag.loop.state import Parts, RunState, kept_order
 from corrective_rag.loop.stopping import within_cap
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import stage, traced_run
 from corrective_rag.protocols import Evaluator, Generator, Retriever, Rewriter
 from corrective_rag.rewrite.local import LocalRewriter
-from corrective_rag.tracing import traced_run
+from corrective_rag.store.checks import MAX_TOP_K
 from corrective_rag.types import (
     Answer,
     KeptDocument,
@@ -51,7 +52,6 @@ __all__: list[str] = []
 
 log: Any = get_logger(__name__)
 
-MAX_TOP_K = 1000  # more documents per iteration than any evaluator should judge in one go
 MAX_ITERATIONS = 100  # a loop this long is a configuration mistake, not a search strategy
 ABSTAIN_TEXT = "No relevant documents were found, so no answer is given."
 
@@ -109,7 +109,9 @@ class CorrectiveRAGOrchestrator:
         policy: a :class:`FilterPolicy` or a preset name (``general``, ``medical``, ``legal``,
             ``ecommerce``).
         max_iterations: iteration cap (1..100).
-        top_k: new documents judged per iteration and source (1..1000).
+        top_k: new documents judged per iteration and source: the hits taken from each
+            search, so within what one search returns (1..10,000,
+            :data:`~corrective_rag.store.checks.MAX_TOP_K`).
         min_relevant: kept documents that are enough; ``None``: the policy's ``min_relevant``,
             lowered to the evaluator's ``keeps_at_most`` when it has one (a capped offline
             judge); a number above that cap is refused (see
@@ -118,7 +120,7 @@ class CorrectiveRAGOrchestrator:
         refine: decompose kept documents into strips and keep the relevant ones (CRAG).
         strip_sentences: sentences per strip when refining.
         candidate_limit: most candidates asked of a retriever per query, when looking past
-            documents already judged (>= ``top_k``).
+            documents already judged (``top_k``..``MAX_TOP_K``).
         call_mode: ``"one-call"`` (the default): the grading call also proposes the next query
             where the evaluator can (``LLMEvaluator``, wrapped or not) and the rewriter checks
             that proposal (``LLMRewriter``) instead of calling its model: one LLM call per
@@ -170,7 +172,8 @@ class CorrectiveRAGOrchestrator:
         self.fallback = fallback
         self.max_iterations: int = _check_int("max_iterations", max_iterations, 1, MAX_ITERATIONS)
         self.top_k: int = _check_int("top_k", top_k, 1, MAX_TOP_K)
-        self.candidate_limit: int = _check_int("candidate_limit", candidate_limit, top_k, 100_000)
+        # the loop asks each retriever for up to candidate_limit hits: one search's bound
+        self.candidate_limit: int = _check_int("candidate_limit", candidate_limit, top_k, MAX_TOP_K)
         self.budget = budget
         self.refine = refine
         self.strip_sentences: int = _check_int("strip_sentences", strip_sentences, 1, 100)
@@ -333,7 +336,8 @@ class CorrectiveRAGOrchestrator:
             return strips, Answer(text, abstained=True)
         sources = recompose(strips, documents) if strips else documents
         try:
-            answer = self.generator.generate(st.question, sources)
+            with stage("answer"):
+                answer = self.generator.generate(st.question, sources)
         except (LLMError, VerdictParseError) as exc:  # a strict generator's unreadable reply too
             usage = spent_before(exc) + Usage(failed_calls=1)
             text = f"No answer generated: generator failed ({exc})."

@@ -19,6 +19,7 @@ from corrective_rag.errors import LLMError, VerdictParseError
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide
 from corrective_rag.inputs import check_int
 from corrective_rag.llm.spent import spent_before
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import Evaluator
 from corrective_rag.text.lexical import sentence_spans
 from corrective_rag.types import Document, Strip, Usage, Verdict
@@ -80,7 +81,8 @@ def refine(
         for n, (doc, s, e) in enumerate(pieces)
     ]
     try:
-        evaluation = evaluator.evaluate(question, pseudo)
+        with stage("refine"):
+            evaluation = evaluator.evaluate(question, pseudo)
     except (LLMError, VerdictParseError) as exc:
         error = f"evaluator failed: {exc}"
         ungraded = tuple(Verdict.ungraded(d.id, error) for d in pseudo)

@@ -20,6 +20,7 @@ from corrective_rag.llm.spent import spent_before
 from corrective_rag.loop.feedback import feedback_query
 from corrective_rag.loop.state import Parts, RunState, Step, proposal_of
 from corrective_rag.loop.stopping import Facts, Moment, Stop, decide_stop
+from corrective_rag.observe.spans import stage
 from corrective_rag.protocols import Rewriter
 from corrective_rag.types import PhaseUsage, Rewrite, RewriteRequest, RewriteSource, Usage
 
@@ -53,7 +54,8 @@ def next_query(
 def ask(rewriter: Rewriter, request: RewriteRequest) -> Rewrite:
     """The rewriter's answer; one that raised an LLM or parse error is a rejected rewrite."""
     try:
-        return rewriter.rewrite(request)
+        with stage("rewrite"):
+            return rewriter.rewrite(request)
     except (LLMError, VerdictParseError) as exc:
         # a rejected rewrite, as LLMRewriter's own failed call gives: the run goes on with the
         # question's next hits, unless grading failed in the same iteration (loop/stopping.py)

@@ -43,7 +43,7 @@ def judge_source(
     if fresh:
         documents = [h.document for h in fresh]
         # one-call: the grading call proposes (unless the rewriter never reads a proposal)
-        with grading_context(parts.call_mode, parts.rewriter):
+        with grading_context(parts.call_mode, parts.rewriter, st.question, documents):
             verdicts, usage, proposal = evaluate(
                 parts.evaluator, st.question, documents, st.judged_docs
             )

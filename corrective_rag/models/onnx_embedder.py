@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
+from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.models.embeddings import (
     SentenceTransformerEmbedder,
     Spans,
@@ -38,16 +37,19 @@ from corrective_rag.models.embeddings import (
 from corrective_rag.models.onnx_export import (
     MIN_COSINE,
     ONNX_PRECISIONS,
-    ExportRecord,
+    REFERENCE_TEXTS,
     check_file,
     default_cache_dir,
     export_key,
     export_onnx,
     read_record,
+    reference_vectors,
+    shipped_reference,
     unwritable,
 )
-from corrective_rag.models.source import DEFAULT_MODEL, model_source
+from corrective_rag.models.source import DEFAULT_MODEL, model_config, model_source
 from corrective_rag.models.tokenizer import load_tokenizer
+from corrective_rag.observe.logs import get_logger
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -60,7 +62,7 @@ MOST_SESSIONS = 4  # sessions (each a copy of the weights in memory) for such ca
 
 Vector = npt.NDArray[np.float32]
 
-log = get_logger(__name__)
+log: Any = get_logger(__name__)
 
 
 def default_embedder(model: str | None = None) -> SentenceTransformerEmbedder:
@@ -97,7 +99,10 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
             (``$CORRECTIVE_RAG_CACHE/onnx``, ``$XDG_CACHE_HOME/corrective_rag/onnx`` or
             ``~/.cache/corrective_rag/onnx``). A cached export is used only when it matches
             the record written beside it at export and its vectors of three reference texts
-            match the source model's; otherwise it is exported again (a warning says why).
+            match the source model's, taken from outside the cache: shipped with the package
+            for the default model, computed with torch at load for any other (so loading
+            another model's export imports torch); otherwise it is exported again (a warning
+            says why).
             Where nothing can be written and no verified export is cached, the embedder
             embeds with torch (the same model; a warning says so; see
             :attr:`torch_fallback`).
@@ -147,6 +152,7 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         self._runtime: _Runtime | None = None
         self._runtime_lock = threading.Lock()
         self._sessions: list[_Runtime] | None = None  # the single-threaded ones, made lazily
+        self._reference: Vector | None = None  # the source model's vectors of REFERENCE_TEXTS
 
     @property
     def dimension(self) -> int:
@@ -172,7 +178,7 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
             raise ConfigError(f"ONNX export needs a local model folder, got {self.name!r}")
         path = self.onnx_path()
         if path.is_file():
-            runtime, problem = _verified(folder, path, self.threads, self.precision)
+            runtime, problem = _verified(folder, path, self.threads, self.precision, self._want)
             if runtime is not None:
                 return runtime
             # a torn, foreign or altered file under our name: export it again over it
@@ -195,10 +201,19 @@ class OnnxEmbedder(SentenceTransformerEmbedder):
         # first run after an export judged differently from every later one.
         export_onnx(copy.deepcopy(model), path, self.precision)
         self.exports += 1
-        runtime, problem = _verified(folder, path, self.threads, self.precision)
+        runtime, problem = _verified(folder, path, self.threads, self.precision, self._want)
         if runtime is None:
             raise ConfigError(f"the exported model {path} is not usable: {problem}")
         return runtime
+
+    def _want(self) -> Vector:
+        """The source model's unit vectors of the reference texts, from outside the cache."""
+        if self._reference is None:
+            shipped = shipped_reference(model_source(self.name))
+            if shipped is None:  # another model: its own weights, through torch
+                shipped = reference_vectors(self._load())
+            self._reference = np.asarray(shipped, dtype=np.float32)
+        return self._reference
 
     @property
     def span_precision(self) -> str:
@@ -269,17 +284,18 @@ class _Unloadable(Exception):
 
 
 def _verified(
-    folder: str, path: Path, threads: int | None, precision: str
+    folder: str, path: Path, threads: int | None, precision: str, want: Callable[[], Vector]
 ) -> tuple[_Runtime | None, str]:
     """A session of the export ``path`` if it is the one its record describes, or why not.
 
     The file must match its record (:func:`~corrective_rag.models.onnx_export.check_file`)
-    and its vectors of the reference texts the source model's (about 10 ms: three short
-    texts through the session a load opens anyway).
+    and its vectors of the reference texts ``want()``, the source model's (about 10 ms:
+    three short texts through the session a load opens anyway).
     """
-    record = read_record(path)
-    if record is None:
-        return None, "no readable export record beside it"
+    try:
+        record = read_record(path)
+    except InputError as exc:  # missing, hostile or damaged: one line, and an export again
+        return None, f"no readable export record beside it: {exc}"
     if record.precision != precision:
         return None, f"its record is of a {record.precision} export"
     problem = check_file(path, record)
@@ -289,18 +305,17 @@ def _verified(
         runtime = _Runtime(folder, path, threads)
     except _Unloadable as exc:
         return None, f"ONNX Runtime cannot load it: {exc}"
-    problem = _reference_problem(runtime, record)
+    problem = _reference_problem(runtime, want(), precision)
     return (runtime, "") if problem is None else (None, problem)
 
 
-def _reference_problem(runtime: _Runtime, record: ExportRecord) -> str | None:
-    """Why ``runtime``'s vectors of the record's texts are not the source model's, or None."""
-    want = np.asarray(record.vectors, dtype=np.float32)
-    if not record.texts or want.shape != (len(record.texts), runtime.dimension):
-        return "its record holds no reference vectors of the model's dimension"
-    got = runtime.encode(list(record.texts), 1)
+def _reference_problem(runtime: _Runtime, want: Vector, precision: str) -> str | None:
+    """Why ``runtime``'s vectors of the reference texts are not ``want``, or None."""
+    if want.shape != (len(REFERENCE_TEXTS), runtime.dimension):
+        return f"its vectors have {runtime.dimension} dimensions, not the model's {want.shape}"
+    got = runtime.encode(list(REFERENCE_TEXTS), 1)
     cosines = np.sum(got * want, axis=1)
-    least = MIN_COSINE[record.precision]
+    least = MIN_COSINE[precision]
     if not np.all(cosines >= least):  # NaN fails too
         worst = float(cosines.min())
         return f"its vectors of the reference texts are not the model's (cosine {worst:.4f})"
@@ -330,8 +345,10 @@ class _Runtime:
         self.tokenizer, max_tokens, self.pad_id = _tokenizer(folder)
         self.max_tokens = max_tokens
         self.tokenizer.enable_truncation(max_tokens)
-        with open(Path(folder) / "config.json", encoding="utf-8") as fh:
-            self.dimension = int(json.load(fh)["hidden_size"])
+        try:
+            self.dimension = int(model_config(folder, "config.json")["hidden_size"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{folder}/config.json: no usable hidden_size ({exc})") from None
 
     def encode(self, texts: list[str], batch_size: int) -> Vector:
         """Unit vectors of ``texts``, in their order, batched by token length."""
@@ -401,9 +418,7 @@ def _tokenizer(folder: str) -> tuple[Any, int, int]:
     """The model's fast tokenizer (no padding), its max length and its padding id."""
     tokenizer, max_tokens = load_tokenizer(folder)
     token = "[PAD]"
-    config = Path(folder) / "tokenizer_config.json"
-    if config.is_file():
-        with open(config, encoding="utf-8") as fh:
-            token = json.load(fh).get("pad_token") or token
+    if os.path.lexists(os.path.join(folder, "tokenizer_config.json")):
+        token = model_config(folder, "tokenizer_config.json").get("pad_token") or token
     pad = tokenizer.token_to_id(token) if isinstance(token, str) else None
     return tokenizer, max_tokens, int(pad or 0)

@@ -10,11 +10,19 @@ renamed into place, so that a reader sees a whole file or none, and a cached fil
 be loaded is exported again over it.
 
 Beside each export lies its record (``NAME.onnx.json``, :class:`ExportRecord`): the file's
-sha256, size and modification time, and the source model's vectors of
-:data:`REFERENCE_TEXTS`, computed with torch at export. A reader trusts the file only when it
-matches its record (see :func:`check_file`) and the export's own vectors of those texts match
-the source model's (checked by the embedder on every load), so a cached file that was altered
-(a valid graph with other weights) is never used silently.
+sha256, size and modification time. A reader trusts the file only when it matches its record
+(see :func:`check_file`) and the export's own vectors of :data:`REFERENCE_TEXTS` match the
+source model's (checked by the embedder on every load). Those reference vectors never come
+from the cache folder, which anyone able to write an export can rewrite whole (file, record
+and all): for the shipped all-MiniLM-L6-v2 they ship with the package
+(``reference_vectors.json``, written by ``scripts/reference_vectors.py`` and checked against
+torch by the tests; :func:`shipped_reference`), and for any other model they are computed with
+torch from the model's own folder when the export is loaded. So a cached file that was altered
+(a valid graph with other weights), even with a record rewritten to match it, is never used.
+
+The record is read as an untrusted file (:func:`~corrective_rag.inputs.read_bounded_json`): a
+record that is a device, a FIFO, 200,000 ``[`` or not UTF-8 is one line naming it, and the
+model is exported again.
 
 An export works in a folder ``.export-PID@HOST-XXXX`` beside the file; one left behind by an
 exporter that was killed is removed by the next export (:func:`clean_stale_exports`).
@@ -35,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corrective_rag.errors import ConfigError
+from corrective_rag.errors import ConfigError, InputError
+from corrective_rag.inputs import read_bounded_json
 
 __all__ = [
     "EXPORT_VERSION",
@@ -51,6 +60,8 @@ __all__ = [
     "export_onnx",
     "read_record",
     "record_path",
+    "reference_vectors",
+    "shipped_reference",
     "unwritable",
 ]
 
@@ -76,6 +87,9 @@ MIN_COSINE = {"float32": 0.9999, "int8": 0.98}
 STALE_AFTER = 3600.0
 _WORK = re.compile(r"^\.export-(\d+)@(.+)-[^-]+$")
 _CHUNK = 1 << 20
+_MAX_RECORD_BYTES = 1 << 16  # a record is four fields: a few hundred bytes
+# The shipped model's vectors of REFERENCE_TEXTS (package data: the cache cannot rewrite them).
+SHIPPED_REFERENCE = Path(__file__).with_name("reference_vectors.json")
 
 
 def default_cache_dir() -> Path:
@@ -109,23 +123,19 @@ def unwritable(folder: Path) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ExportRecord:
-    """What an export was when it was written: its file's identity and its source's vectors.
+    """What an export's file was when it was written.
 
     Attributes:
         sha256: the ONNX file's sha256 (hex).
         size: its size in bytes.
         mtime_ns: its modification time, ns.
         precision: ``"float32"`` or ``"int8"``.
-        texts: the reference texts.
-        vectors: the source model's unit vector of each text (torch, float32).
     """
 
     sha256: str
     size: int
     mtime_ns: int
     precision: str
-    texts: tuple[str, ...]
-    vectors: tuple[tuple[float, ...], ...]
 
 
 def record_path(target: Path) -> Path:
@@ -133,21 +143,45 @@ def record_path(target: Path) -> Path:
     return target.with_name(target.name + ".json")
 
 
-def read_record(target: Path) -> ExportRecord | None:
-    """The record beside ``target``, or None when it is missing or unreadable."""
+def read_record(target: Path) -> ExportRecord:
+    """The record beside ``target``, read as an untrusted file.
+
+    Raises:
+        InputError: one line naming the record: missing, not a regular file, too large, not
+            UTF-8, nested too deeply, not JSON, or without the four fields (the caller exports
+            the model again).
+    """
+    path = record_path(target)
+    # depth 4: records written before 0.1 held their vectors too (read, and ignored)
+    raw = read_bounded_json(path, max_bytes=_MAX_RECORD_BYTES, max_depth=4)
     try:
-        with open(record_path(target), encoding="utf-8") as fh:
-            raw = json.load(fh)
         return ExportRecord(
             sha256=str(raw["sha256"]),
             size=int(raw["size"]),
             mtime_ns=int(raw["mtime_ns"]),
             precision=str(raw["precision"]),
-            texts=tuple(str(t) for t in raw["texts"]),
-            vectors=tuple(tuple(float(x) for x in v) for v in raw["vectors"]),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not an export record ({type(exc).__name__}: {exc})") from None
+
+
+def shipped_reference(folder: str) -> list[list[float]] | None:
+    """The shipped vectors of :data:`REFERENCE_TEXTS` when ``folder`` holds the shipped model.
+
+    The shipped all-MiniLM-L6-v2 is recognised by its weights file's name and size; any other
+    folder (another model, another release of it) gets ``None``, and its reference is computed
+    with torch (:func:`reference_vectors`).
+    """
+    shipped = read_bounded_json(SHIPPED_REFERENCE, max_bytes=1 << 20, error=ConfigError)
+    weights = Path(folder) / str(shipped["weights"])
+    try:
+        if weights.stat().st_size != int(shipped["weights_size"]):
+            return None
+    except OSError:
         return None
+    if tuple(shipped["texts"]) != REFERENCE_TEXTS:  # pragma: no cover - the tests pin them
+        return None
+    return [[float(x) for x in vector] for vector in shipped["vectors"]]
 
 
 def _sha256(path: Path) -> str:
@@ -163,8 +197,9 @@ def check_file(target: Path, record: ExportRecord) -> str | None:
 
     The file is hashed only when its size or modification time differ from the record's (a
     copy, or a change): hashing the 87 MB float32 export takes about 0.17 s, a quarter of a
-    load, while its size and time are one ``stat``. A change that keeps both (``touch -r``) is
-    left to the reference vectors, which the embedder checks on every load.
+    load, while its size and time are one ``stat``. A change that keeps both (``touch -r``), or
+    a record rewritten to match a changed file, is left to the reference vectors, which the
+    embedder checks on every load against vectors the cache cannot rewrite.
     """
     info = target.stat()
     if (info.st_size, info.st_mtime_ns) == (record.size, record.mtime_ns):
@@ -256,8 +291,8 @@ def clean_stale_exports(folder: Path, *, now: float | None = None) -> list[Path]
     return removed
 
 
-def _reference_vectors(model: Any) -> list[list[float]]:
-    """The source model's vectors of :data:`REFERENCE_TEXTS`, each text alone."""
+def reference_vectors(model: Any) -> list[list[float]]:
+    """The source model's vectors of :data:`REFERENCE_TEXTS`, each text alone (torch)."""
     vectors = model.encode(
         list(REFERENCE_TEXTS),
         batch_size=1,
@@ -271,8 +306,6 @@ def _reference_vectors(model: Any) -> list[list[float]]:
 def _export(model: Any, target: Path, precision: str) -> None:
     work_prefix = f".export-{os.getpid()}@{_host()}-"
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=work_prefix) as work:
-        # before the trace: a model's forward passes after it are not guaranteed the same
-        reference = _reference_vectors(model)
         plain = Path(work) / "plain.onnx"
         _trace(model[0].auto_model, plain)
         fused = Path(work) / "fused.onnx"
@@ -287,8 +320,6 @@ def _export(model: Any, target: Path, precision: str) -> None:
             "size": info.st_size,
             "mtime_ns": info.st_mtime_ns,  # a rename keeps it
             "precision": precision,
-            "texts": list(REFERENCE_TEXTS),
-            "vectors": reference,
         }
         written = Path(work) / "record.json"
         written.write_text(json.dumps(record), encoding="utf-8")

@@ -5,11 +5,22 @@ A leaf of ``models``: the embedder and the tokenizer both read it, and neither i
 
 from __future__ import annotations
 
-from corrective_rag.errors import ConfigError
+import os
+from typing import Any
 
-__all__ = ["DEFAULT_MODEL", "default_model_path", "model_source"]
+from corrective_rag.errors import ConfigError
+from corrective_rag.inputs import read_bounded_json
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MAX_CONFIG_BYTES",
+    "default_model_path",
+    "model_config",
+    "model_source",
+]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+MAX_CONFIG_BYTES = 1 << 20  # a model's config.json and its kin: a few kilobytes
 
 
 def default_model_path() -> str:
@@ -26,3 +37,20 @@ def default_model_path() -> str:
 def model_source(name: str) -> str:
     """Where to load ``name`` from: the shipped folder for the default model, else the name."""
     return default_model_path() if name == DEFAULT_MODEL else name
+
+
+def model_config(folder: str, name: str) -> dict[str, Any]:
+    """The JSON object ``name`` (``config.json``, ``tokenizer_config.json``...) of a model folder.
+
+    A model folder may be a cache anyone could have written (the Hugging Face cache, a folder a
+    user names): it is read as an untrusted file (:func:`~corrective_rag.inputs.read_bounded_json`).
+
+    Raises:
+        ConfigError: one line naming the file: missing, not a regular file, too large, not
+            UTF-8, nested too deeply, not JSON, or not a JSON object.
+    """
+    path = os.path.join(folder, name)
+    value = read_bounded_json(path, max_bytes=MAX_CONFIG_BYTES, error=ConfigError)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    return value

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import surrogate_at
-from corrective_rag.models.source import DEFAULT_MODEL, model_source
+from corrective_rag.inputs import read_bounded_text, surrogate_at
+from corrective_rag.models.source import DEFAULT_MODEL, model_config, model_source
 from corrective_rag.models.tokens import TokenWindow, token_windows
 
 __all__ = ["ModelTokenizer", "load_tokenizer"]
+
+# tokenizer.json of the largest multilingual vocabularies is 20-35 MB
+MAX_TOKENIZER_BYTES = 64 << 20
 
 
 class ModelTokenizer:
@@ -81,17 +83,22 @@ def load_tokenizer(source: str) -> tuple[Any, int]:
     max_tokens: int | None = None
     try:
         if os.path.isdir(source):
-            tokenizer = Tokenizer.from_file(os.path.join(source, "tokenizer.json"))
-            config = os.path.join(source, "sentence_bert_config.json")
-            if os.path.exists(config):
-                with open(config, encoding="utf-8") as fh:
-                    max_tokens = json.load(fh).get("max_seq_length")
+            path = os.path.join(source, "tokenizer.json")
+            definition = read_bounded_text(path, max_bytes=MAX_TOKENIZER_BYTES, error=ConfigError)
+            try:
+                tokenizer = Tokenizer.from_str(definition)
+            except Exception as exc:  # tokenizers' own error: nesting, types, missing fields
+                raise ConfigError(f"{path}: not a tokenizer definition ({exc})") from None
+            if os.path.lexists(os.path.join(source, "sentence_bert_config.json")):
+                max_tokens = model_config(source, "sentence_bert_config.json").get("max_seq_length")
         else:
             from transformers import AutoTokenizer
 
             loaded = AutoTokenizer.from_pretrained(source)
             tokenizer = loaded.backend_tokenizer
             max_tokens = getattr(loaded, "model_max_length", None)
+    except ConfigError:  # a model file refused: its one line says which and why
+        raise
     except Exception as exc:
         raise ConfigError(f"could not load the tokenizer of {source!r}: {exc}") from exc
     tokenizer.no_padding()

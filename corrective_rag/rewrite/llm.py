@@ -21,7 +21,7 @@ from corrective_rag.errors import ConfigError, InputError, LLMError, VerdictPars
 from corrective_rag.llm import prompts
 from corrective_rag.llm.jsonparse import parse_json_object
 from corrective_rag.llm.spent import attach_spent
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import ChatModel
 from corrective_rag.rewrite import guard
 from corrective_rag.rewrite.guard import check_rewrite

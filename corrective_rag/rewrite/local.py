@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.rewrite.guard import check_rewrite
 from corrective_rag.text import content_terms, tokenize
 from corrective_rag.text.lexical import (

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from corrective_rag.errors import StoreConsistencyError, StoreError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.backend import Backend, Record, Stamped
 from corrective_rag.store.bm25 import BM25Index
 from corrective_rag.store.persist import SavedBM25, new_stamp

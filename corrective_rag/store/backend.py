@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from corrective_rag.errors import StoreError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.types import Document
 

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from corrective_rag.errors import ConfigError, StoreConsistencyError
-from corrective_rag.logs import get_logger
+from corrective_rag.inputs import read_bounded_json
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.text import tokenize
 
 __all__ = ["BM25Index", "bm25_class"]
@@ -32,6 +33,11 @@ K1 = 1.5  # rank_bm25's defaults, kept so that scores match the reference implem
 B = 0.75
 EPSILON = 0.25
 FORMAT_VERSION = 1
+# How save() begins a snapshot: a file in its place that begins otherwise is refused unread.
+SNAPSHOT_START = b'{"format": '
+# A snapshot holds every document's tokens (about 1.5 KB per 256-token chunk): 64 GiB is tens
+# of millions of chunks, far past what one process holds in memory anyway.
+MAX_SNAPSHOT_BYTES = 64 << 30
 # Bump when corrective_rag.text.tokenize changes: saved tokens of an older version are rebuilt.
 TOKENIZER_VERSION = 1
 
@@ -225,13 +231,19 @@ class BM25Index:
     def load(cls, path: str, *, prefer_fast: bool = True) -> tuple[BM25Index, str]:
         """Read an index written by :meth:`save`; return it with its stamp.
 
+        Read through :mod:`corrective_rag.inputs.files`: a FIFO or a device in its place is
+        refused unread, and a file that does not begin as :meth:`save` writes one is refused
+        after its first bytes.
+
         Raises:
-            StoreConsistencyError: the file is unreadable, of another format, or was tokenized
-                by another tokenizer version (the caller rebuilds it from the dense side).
+            StoreConsistencyError: the file is unreadable, not a regular file, of another
+                format, or was tokenized by another tokenizer version (the caller rebuilds it
+                from the dense side).
         """
+        payload = read_bounded_json(
+            path, max_bytes=MAX_SNAPSHOT_BYTES, error=StoreConsistencyError, start=SNAPSHOT_START
+        )
         try:
-            with open(path, encoding="utf-8") as fh:
-                payload = json.load(fh)
             if payload.get("format") != FORMAT_VERSION:
                 raise StoreConsistencyError(f"{path}: unknown BM25 format {payload.get('format')}")
             if payload.get("tokenizer") != TOKENIZER_VERSION:

@@ -6,8 +6,14 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from corrective_rag.errors import ConfigError, DuplicateIdError, FilterTooLargeError, InputError
-from corrective_rag.inputs import check_int, check_query
+from corrective_rag.errors import (
+    ConfigError,
+    DuplicateIdError,
+    FilterTooLargeError,
+    InputError,
+    cut_text,
+)
+from corrective_rag.inputs import check_int, check_query, inexact_int
 from corrective_rag.store.backend import RESERVED_PREFIX
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document
@@ -36,7 +42,10 @@ __all__ = [
 # The embedding model reads ~256 tokens (~1 KB) of a text; a megabyte document is indexed by its
 # first lines only and stalls the write for tens of seconds. Longer texts belong in chunks.
 MAX_TEXT_CHARS = 1_000_000
-MAX_TOP_K = 10_000  # a sanity bound: larger requests are a bug in the caller, not a search
+# The most hits one search returns, and so the most the loop takes from a source per iteration
+# (its top_k) or asks a retriever for (candidate_limit): one bound for every top_k of the
+# package, a sanity bound: larger requests are a bug in the caller, not a search.
+MAX_TOP_K = 10_000
 
 
 def check_candidates(candidates: int) -> None:
@@ -222,4 +231,9 @@ def filter_scalar(value: Any, where: Mapping[str, Any]) -> Any:
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"invalid metadata filter {where!r}: {value!r} is not a finite number")
+    if inexact_int(value):
+        raise InputError(
+            f"invalid metadata filter {cut_text(repr(where), 200)}: {value} is an integer past "
+            "2**53, which the stores cannot compare exactly"
+        )
     return value

@@ -28,9 +28,9 @@ __all__ = ["ENGINES", "open_engine"]
 
 # name -> "module:function": the function's arguments are the engine's own settings.
 ENGINES: Mapping[str, str] = {
-    "chroma": "corrective_rag.store.chroma:ephemeral_opener",
-    "chroma-folder": "corrective_rag.store.chroma:checked_folder_opener",
-    "chroma-server": "corrective_rag.store.chroma:server_opener",
+    "chroma": "corrective_rag.store.chroma_open:ephemeral_opener",
+    "chroma-folder": "corrective_rag.store.chroma_open:checked_folder_opener",
+    "chroma-server": "corrective_rag.store.chroma_open:server_opener",
     "qdrant": "corrective_rag.store.qdrant:store_opener",
 }
 

@@ -27,8 +27,8 @@ __all__ = [
 # Files a folder may hold and still count as empty: our writer lock, and qdrant-client's
 # own lock (it writes it on open, before any collection exists).
 _LOCKS = frozenset({LOCK_NAME, ".lock"})
-# The marker files of every backend's folder (chroma.MARKER, qdrant.QDRANT_MARKER): kept here as
-# names, so that this module imports neither engine.
+# The marker files of every backend's folder (chroma_open.MARKER, qdrant.QDRANT_MARKER): kept
+# here as names, so that this module imports neither engine.
 _MARKERS = frozenset({"chroma.sqlite3", "meta.json"})
 
 

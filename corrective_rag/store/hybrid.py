@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import InputError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.observe.spans import traced_retrieval, traced_retrievals
 from corrective_rag.store.atomic import Sides, delete_documents, write_documents
 from corrective_rag.store.backend import FETCH_PAGE, Record, embed_documents
 from corrective_rag.store.checks import (
@@ -37,7 +38,6 @@ from corrective_rag.store.failures import embedding_failures, foreign_failures
 from corrective_rag.store.lifetime import StoreLifetime
 from corrective_rag.store.persist import SavedBM25
 from corrective_rag.store.search import Runs, fused_search_many, leg_search
-from corrective_rag.tracing import traced_retrieval, traced_retrievals
 from corrective_rag.types import Document, Hit
 
 # HybridStore: its home is corrective_rag
@@ -67,6 +67,12 @@ class HybridStore(StoreLifetime):
         read_only: refuse writes; a persistent store's files are never written (a BM25 side
             that disagrees with the backend is rebuilt in memory only).
         prefer_fast_bm25: use ``rank_bm25_rs`` when installed (identical scores to rank_bm25).
+
+    Attributes:
+        data_source_id: what the store is, the same each time it is opened, for traces
+            (``gen_ai.data_source.id``): ``chroma:memory`` (``chroma:memory#NAME`` given a
+            collection name), ``chroma:/folder#collection``, ``chroma:http://host:port#
+            collection``, ``qdrant:...``; ``collection`` for a store built on a backend.
     """
 
     # -- reading -----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import InputError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.chunking import Windower
 from corrective_rag.store.loaders import (
     DEFAULT_CHUNK_TOKENS,

@@ -26,8 +26,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from corrective_rag.errors import ConfigError, StoreError
-from corrective_rag.logs import get_logger
 from corrective_rag.models.onnx_embedder import default_embedder
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.store.backend import DEFAULT_COLLECTION, Backend
 from corrective_rag.store.bm25 import BM25Index
@@ -37,12 +37,36 @@ from corrective_rag.store.failures import foreign_failures
 from corrective_rag.store.fusion import ConvexFusion, Fusion
 from corrective_rag.store.persist import WriterLock, load_bm25
 from corrective_rag.store.search import DEFAULT_ALPHA, DEFAULT_CANDIDATES, SearchMemo
+from corrective_rag.text.urls import mask_url
 
 __all__ = ["StoreLifetime"]
 
 log: Any = get_logger(__name__)
 
 _Store = TypeVar("_Store", bound="StoreLifetime")
+
+
+def _data_source_id(engine: str, where: str, collection: str | None) -> str:
+    """What a store is, for a trace's ``gen_ai.data_source.id``: the same store, the same id.
+
+    ``{engine}:{where}#{collection}``: ``chroma:/srv/index#corrective_rag``,
+    ``qdrant:https://host:6333#docs``; an in-memory store is ``chroma:memory``, or
+    ``chroma:memory#wiki`` when given a collection name (its engine's collection has a fresh
+    name per store, which no trace should carry). Credentials in ``where`` are masked.
+    """
+    return f"{engine}:{where}#{collection}" if collection else f"{engine}:{where}"
+
+
+def _qdrant_source(target: str | os.PathLike[str], collection: str | None) -> str:
+    """The data source id of a Qdrant store on ``target`` (one the engine accepted)."""
+    where = os.fspath(target)
+    if where == ":memory:":
+        return _data_source_id("qdrant", "memory", collection)
+    if where.startswith(("http://", "https://")):
+        where = mask_url(where.rstrip("/"))  # a password or key in the URL is not the store
+    else:
+        where = str(Path(where).resolve())
+    return _data_source_id("qdrant", where, collection or DEFAULT_COLLECTION)
 
 
 class StoreLifetime:
@@ -63,6 +87,7 @@ class StoreLifetime:
         read_only: bool = False,
         prefer_fast_bm25: bool = True,
         _writer: WriterLock | None = None,
+        _source_id: str | None = None,
     ) -> None:
         check_collection(collection)
         check_candidates(candidates)
@@ -73,6 +98,8 @@ class StoreLifetime:
         self.fusion: Fusion = fusion or ConvexFusion(DEFAULT_ALPHA)
         self.candidates = candidates
         self.collection_name = collection
+        # what the store is, for a trace (gen_ai.data_source.id): set by each constructor
+        self.data_source_id: str = _source_id or collection
         self.directory = directory
         self.read_only = read_only
         self._source = backend
@@ -97,7 +124,9 @@ class StoreLifetime:
         it remembers no searches (docs/store.md, "The search memo").
         """
         name = collection or f"crag-{uuid.uuid4().hex}"
-        return cls(open_engine("chroma", name, own=collection is None), collection=name, **kwargs)
+        engine = open_engine("chroma", name, own=collection is None)
+        source = _data_source_id("chroma", "memory", collection)
+        return cls(engine, collection=name, _source_id=source, **kwargs)
 
     @classmethod
     def open(
@@ -135,13 +164,14 @@ class StoreLifetime:
         opener = open_engine(
             "chroma-folder", directory, collection, create=create, read_only=read_only
         )
+        source = _data_source_id("chroma", directory, collection)
         if read_only:
-            return cls(opener, directory=directory, read_only=True, **kwargs)
+            return cls(opener, directory=directory, read_only=True, _source_id=source, **kwargs)
         os.makedirs(directory, exist_ok=True)
         # Lock before chroma opens its files, so a second writer is refused before it touches them.
         lock = WriterLock(directory)
         try:
-            return cls(opener, directory=directory, _writer=lock, **kwargs)
+            return cls(opener, directory=directory, _writer=lock, _source_id=source, **kwargs)
         except BaseException:
             lock.release()
             raise
@@ -165,7 +195,8 @@ class StoreLifetime:
         """
         collection = kwargs.get("collection", DEFAULT_COLLECTION)
         opener = open_engine("chroma-server", host, port, collection, ssl=ssl, headers=headers)
-        return cls(opener, **kwargs)
+        where = f"{'https' if ssl else 'http'}://{host}:{port}"
+        return cls(opener, _source_id=_data_source_id("chroma", where, collection), **kwargs)
 
     @classmethod
     def qdrant(
@@ -203,7 +234,8 @@ class StoreLifetime:
                 none).
         """
         settings = {"api_key": api_key, "collection": collection, "avgdl": avgdl}
-        return cls(open_engine("qdrant", target, create=create, **settings), **kwargs)
+        opener = open_engine("qdrant", target, create=create, **settings)
+        return cls(opener, _source_id=_qdrant_source(target, collection), **kwargs)
 
     # -- the heavy step ----------------------------------------------------------------------
 

@@ -26,16 +26,17 @@ into the file's text or the record's text) and, for JSONL, ``line`` (1-based).
 from __future__ import annotations
 
 import codecs
-import json
+import io
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.inputs import check_int, open_regular, read_bounded, read_bounded_lines
+from corrective_rag.inputs.files import loads_bounded
 from corrective_rag.models.tokenizer import ModelTokenizer
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.checks import MAX_TEXT_CHARS
 from corrective_rag.store.chunking import WINDOW_CHARS, Windower, bounded_windows, stream_windows
 from corrective_rag.types import Document
@@ -57,6 +58,10 @@ __all__ = [
 DEFAULT_CHUNK_TOKENS = 256
 DEFAULT_OVERLAP = 32
 BLOCK_READ = 1 << 16  # characters per read(); chunking gathers them into larger blocks
+# A JSONL record is held whole to be parsed: one record of more than 64 MB (64 documents of the
+# most one holds) is refused with its line, before it is read whole. A text file is streamed.
+MAX_RECORD_BYTES = 64 << 20
+MAX_CORPUS_BYTES = 1 << 40  # one JSONL corpus file: read line by line, bounded all the same
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 JSONL_SUFFIXES = (".jsonl",)
 
@@ -86,7 +91,7 @@ def unreadable_reason(path: Path, *, whole: bool = False) -> str | None:
     blank = True
     chars = 0
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             while block := fh.read(BLOCK_READ):
                 text = decoder.decode(block)
                 if "\x00" in text:
@@ -96,6 +101,8 @@ def unreadable_reason(path: Path, *, whole: bool = False) -> str | None:
             blank = blank and not decoder.decode(b"", final=True).strip()
     except UnicodeDecodeError as exc:
         return f"not UTF-8 text ({exc})"
+    except InputError as exc:  # not a regular file (a FIFO, a device), or cannot be opened
+        return str(exc).removeprefix(f"{path}: ")
     except OSError as exc:
         return f"cannot read ({exc})"
     if whole and chars > MAX_TEXT_CHARS and path.suffix.lower() in TEXT_SUFFIXES:
@@ -164,7 +171,7 @@ def _walk(
             for child in _files_under(path, unreadable):
                 if child.is_file() and child.suffix.lower() in TEXT_SUFFIXES + JSONL_SUFFIXES:
                     yield child
-        elif path.is_file():
+        elif path.exists():  # a file named on its own: one that is not regular is refused
             yield path
         else:
             raise InputError(f"{path}: no such file or directory")
@@ -225,7 +232,8 @@ def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
         yield from _chunks(name, text, meta, always_number=True, **options)
         return
     try:
-        with path.open(encoding="utf-8-sig") as fh:
+        with open_regular(path, error=UnreadableFileError) as raw:
+            fh = io.TextIOWrapper(raw, encoding="utf-8-sig")
             blocks = iter(lambda: fh.read(BLOCK_READ), "")
             number = 0
             for w in stream_windows(blocks, counter, size, overlap):
@@ -240,22 +248,17 @@ def _file_chunks(path: Path, options: dict[str, Any]) -> Iterator[Document]:
 
 
 def _read_text(path: Path) -> str:
+    """A text kept whole: at most what one document holds (4 UTF-8 bytes a character)."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        raw = read_bounded(path, max_bytes=4 * MAX_TEXT_CHARS + 3, error=UnreadableFileError)
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UnreadableFileError(f"not UTF-8 text ({exc})") from exc
-    except OSError as exc:
-        raise UnreadableFileError(f"cannot read ({exc})") from exc
 
 
-def _record(path: Path, number: int, line: str) -> tuple[str, str, dict[str, Any]]:
+def _record(path: Path, number: int, line: bytes) -> tuple[str, str, dict[str, Any]]:
     where = f"{path_name(path)}:{number}"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: invalid JSON ({exc.msg})") from exc
-    except RecursionError as exc:
-        raise InputError(f"{where}: JSON nested too deeply") from exc
+    obj = loads_bounded(line, where)  # not UTF-8, not JSON, nested too deeply: one line
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     doc_id = obj.get("_id", obj.get("id"))
@@ -396,32 +399,33 @@ def _located(
                     empty = False
                     yield doc, name
             except InputError as exc:  # unreadable, or NUL or an unencodable character in it
-                raise UnreadableFileError(f"{name}: {exc}") from exc
+                said = str(exc)  # the bounded reader's messages name the file already
+                raise UnreadableFileError(
+                    said if said.startswith(name) else f"{name}: {said}"
+                ) from exc
             if empty:
                 raise UnreadableFileError(f"{name}: file is empty")
         elif suffix in JSONL_SUFFIXES:
-            try:
-                with path.open(encoding="utf-8-sig") as fh:
-                    for number, line in enumerate(fh, start=1):
-                        if not line.strip():
-                            continue
-                        try:
-                            doc_id, text, meta = _record(path, number, line)
-                        except EmptyRecordError as exc:
-                            if not skip_empty:
-                                raise
-                            log.info("empty_record_skipped", detail=str(exc))
-                            continue
-                        try:
-                            chunks = list(
-                                _chunks(doc_id, text, meta, always_number=False, **options)
-                            )
-                        except InputError as exc:  # a bad id or text, named with its line
-                            raise InputError(f"{name}:{number}: {exc}") from exc
-                        for doc in chunks:
-                            yield doc, f"{name}:{number}"
-            except UnicodeDecodeError as exc:
-                raise UnreadableFileError(f"{name}: not UTF-8 text ({exc})") from exc
+            lines = read_bounded_lines(
+                path,
+                max_bytes=MAX_CORPUS_BYTES,
+                max_line_bytes=MAX_RECORD_BYTES,
+                error=UnreadableFileError,
+            )
+            for number, line in lines:
+                try:
+                    doc_id, text, meta = _record(path, number, line)
+                except EmptyRecordError as exc:
+                    if not skip_empty:
+                        raise
+                    log.info("empty_record_skipped", detail=str(exc))
+                    continue
+                try:
+                    chunks = list(_chunks(doc_id, text, meta, always_number=False, **options))
+                except InputError as exc:  # a bad id or text, named with its line
+                    raise InputError(f"{name}:{number}: {exc}") from exc
+                for doc in chunks:
+                    yield doc, f"{name}:{number}"
         else:
             raise UnreadableFileError(f"{name}: unsupported file type {suffix or '(none)'!r}")
 

@@ -25,9 +25,11 @@ import uuid
 from typing import Any
 
 from corrective_rag.errors import StoreConsistencyError, StoreLockedError
-from corrective_rag.logs import get_logger
+from corrective_rag.inputs import read_bounded_lines
+from corrective_rag.inputs.files import loads_bounded
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.backend import Backend, Stamped, all_texts
-from corrective_rag.store.bm25 import BM25Index
+from corrective_rag.store.bm25 import MAX_SNAPSHOT_BYTES, BM25Index
 
 __all__ = [
     "SavedBM25",
@@ -81,23 +83,37 @@ class SavedBM25:
 
         Log lines after ``target``, or after a torn line, are cut off when ``writable``.
 
+        Both files are read through :mod:`corrective_rag.inputs.files`. A log line longer than
+        any commit writes (the snapshot's size, or ``COMPACT_MIN_BYTES``) is cut like a torn one.
+
         Raises:
-            StoreConsistencyError: the snapshot cannot be read.
+            StoreConsistencyError: the snapshot cannot be read, or the log is not a regular
+                file or cannot be read from its first line (the caller rebuilds the BM25 side).
         """
         index, stamp = BM25Index.load(self.snapshot, prefer_fast=prefer_fast)
-        if not os.path.exists(self.log):
+        if not os.path.lexists(self.log):
             return index, stamp
         end = 0
-        with open(self.log, "rb") as fh:
-            for raw in fh:
+        # A commit writes a snapshot instead of a log line longer than the snapshot (or than
+        # COMPACT_MIN_BYTES): no whole line is longer, so a longer one is damage, cut unread.
+        longest = max(os.path.getsize(self.snapshot), COMPACT_MIN_BYTES)
+        lines = read_bounded_lines(
+            self.log,
+            max_bytes=MAX_SNAPSHOT_BYTES,
+            max_line_bytes=longest,
+            error=StoreConsistencyError,
+            ends=True,
+        )
+        try:
+            for _, raw in lines:
                 if stamp == target:
                     break
                 try:
                     if not raw.endswith(b"\n"):
                         raise ValueError("torn line")
-                    entry = json.loads(raw)
+                    entry = loads_bounded(raw, self.log)
                     prev, new, put, gone = entry["prev"], entry["stamp"], entry["put"], entry["del"]
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError) as exc:  # InputError is a ValueError
                     log.warning("bm25_log_cut", path=self.log, offset=end, reason=str(exc))
                     break
                 end += len(raw)
@@ -105,6 +121,10 @@ class SavedBM25:
                     index.delete(gone)
                     index.put_tokens({i: t.split() for i, t in put.items()})
                     stamp = new
+        except StoreConsistencyError as exc:
+            if end == 0:  # not a regular file, or unreadable from its first line: rebuilt
+                raise
+            log.warning("bm25_log_cut", path=self.log, offset=end, reason=str(exc))
         if writable and os.path.getsize(self.log) > end:
             os.truncate(self.log, end)
         return index, stamp

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.backend import DEFAULT_COLLECTION, Record, Run, Where
 from corrective_rag.store.failures import foreign_failures
 from corrective_rag.store.folders import check_store_folder

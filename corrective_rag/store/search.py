@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.checks import check_search
 from corrective_rag.store.fusion import Fusion
 from corrective_rag.store.hits import assemble_hits

@@ -9,6 +9,7 @@ from corrective_rag.testing.fakes import (
 from corrective_rag.testing.filter_contract import FilterContract
 from corrective_rag.testing.hostile import HostileLLMServer
 from corrective_rag.testing.server import Fault, FaultChooser, ScriptedLLMServer
+from corrective_rag.testing.token_logprobs import TokenScript
 
 __all__ = [
     "Fault",
@@ -20,4 +21,5 @@ __all__ = [
     "ScriptedGenerator",
     "ScriptedLLMServer",
     "ScriptedRewriter",
+    "TokenScript",
 ]

@@ -7,6 +7,10 @@ LlamaIndex adapters, your own) must hold the same promises, each checked here ag
 - the reply's text comes back as the server sent it, and a ``json_schema`` call asks the server
   for JSON (``response_format``, tools, or an instruction naming JSON) and returns the JSON the
   server gave; a model that never asks gets plain text back and fails;
+- token probabilities, for a model whose ``complete`` takes ``logprobs``: ``True`` and an int
+  0..20 are taken as OpenAI's (``logprobs: true`` with ``top_logprobs`` of at least 1, or that
+  int), and what the server sends back is handed on, its tokens spelling the reply (a model
+  that does not ask passes: its verdicts stay verbal);
 - usage: one call, the tokens the server reported; absurd counts (a 400-digit integer) are
   "not reported", never a crash;
 - errors: a server's 401 is an :class:`~corrective_rag.errors.LLMError` that does not hold the
@@ -128,21 +132,32 @@ class ChatModelContract:
             ) from None
         assert ANSWER == parsed, f"JSON reply {got.text!r}"
 
-    def test_logprobs_are_accepted_and_well_formed(self) -> None:
-        """``logprobs=5`` gives the reply, with logprobs None or tokens spelling its text.
+    def test_logprobs_are_asked_as_openai_asks_and_handed_on(self) -> None:
+        """``logprobs=True`` / ``3`` are asked as OpenAI's, and what comes back is handed on.
 
-        A model without the keyword passes: the evaluators call it without (verbal verdicts).
+        ``True`` asks ``top_logprobs`` of at least 1, ``3`` asks 3 (or neither is asked at all);
+        the server's token probabilities come back, spelling the reply. A model without the
+        keyword passes: the evaluators call it without (verbal verdicts).
         """
         from corrective_rag.evaluate.logprobs import takes_logprobs
 
-        with self._server(logprobs="agree") as server:
-            model = self.make_model(server.base_url, KEY)
-            if not takes_logprobs(model):
-                return
-            taking: Any = model  # its complete takes logprobs (just checked)
-            reply = taking.complete(HELLO, logprobs=5)
-        assert REPLY == reply.text
-        if reply.logprobs is not None:
+        for asked, top in ((True, None), (3, 3)):
+            with self._server(logprobs="agree") as server:
+                model = self.make_model(server.base_url, KEY)
+                if not takes_logprobs(model):
+                    return
+                taking: Any = model  # its complete takes logprobs (just checked)
+                reply = taking.complete(HELLO, logprobs=asked)
+                request = server.requests[-1]
+            assert REPLY == reply.text
+            if request.get("logprobs") is not True:
+                assert reply.logprobs is None, "token probabilities nobody asked for"
+                continue
+            sent = request.get("top_logprobs")
+            assert (sent == top) if top is not None else (isinstance(sent, int) and sent >= 1), (
+                f"logprobs={asked!r} asked top_logprobs={sent!r}"
+            )
+            assert reply.logprobs is not None, "the server's token probabilities were dropped"
             assert REPLY == "".join(t.token for t in reply.logprobs), "tokens do not spell it"
 
     # -- usage -----------------------------------------------------------------------------

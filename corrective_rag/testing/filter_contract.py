@@ -26,8 +26,10 @@ The language (chromadb's, whose answers are the reference users see):
   value is a number (not a bool) can match.
 * ``{"$and": [...]}``, ``{"$or": [...]}``: non-empty lists of filters, nested freely; several
   keys in one mapping must all hold.
-* Values are str, int, float (finite) or bool. Anything else (an unknown operator, two
-  operators on one field, an empty list, ``None``, NaN, a list as a bare value) is refused with
+* Values are str, int (within +-2**53, ``inputs.MAX_EXACT_INT``: past it chromadb and Qdrant,
+  comparing as 64-bit floats, read 2**53 + 1 as 2**53), float (finite) or bool. Anything else
+  (an unknown operator, two operators on one field, an empty list, ``None``, NaN, an integer
+  past 2**53, a list as a bare value) is refused with
   :class:`~corrective_rag.errors.InputError`.
 * Large filters: ``$in``/``$nin`` lists of :data:`LARGE_LIST` values in all, a fraction
   counting twice (:data:`LARGE_FILTERS`, one type or mixed) are answered; past that a backend
@@ -45,7 +47,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from corrective_rag.errors import InputError
+from corrective_rag.errors import InputError, cut_text
+from corrective_rag.inputs import MAX_EXACT_INT
 from corrective_rag.types import Document
 
 # FilterContract: its home is corrective_rag.testing
@@ -150,6 +153,8 @@ def _scalar(value: Any) -> Any:
         raise InputError(f"invalid metadata filter: {value!r} is not a str, int, float or bool")
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"invalid metadata filter: {value!r} is not a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INT:
+        raise InputError(f"invalid metadata filter: {value} is an integer past 2**53")
     return value
 
 
@@ -233,6 +238,11 @@ FILTER_CASES: tuple[Mapping[str, Any], ...] = (
     {"$and": [{"year": 2021}]},
     {"$or": [{"absent": {"$ne": 1}}]},
     {"$and": [{"year": {"$nin": [2021]}}, {"$or": [{"lang": {"$ne": "en"}}, {"n": 1}]}]},
+    # integers at the edge of what a 64-bit float holds exactly: accepted, read exactly
+    {"n": {"$lt": 2**53}},
+    {"year": {"$gt": -(2**53)}},
+    {"n": {"$in": [2**53, -(2**53), 1]}},
+    {"year": {"$ne": 2**53}},
 )
 
 # Filters every backend refuses with InputError.
@@ -253,6 +263,11 @@ INVALID_FILTERS: tuple[Any, ...] = (
     {"year": {"$gt": True}},
     {"year": float("nan")},
     {"year": {"$lt": float("inf")}},
+    # integers past 2**53, which chromadb and Qdrant read as a neighbour (issue 48 item 8)
+    {"year": 2**53 + 1},
+    {"n": {"$in": [1, -(2**53) - 1]}},
+    {"n": {"$gt": 2**63}},
+    {"year": {"$nin": [10**30]}},
 )
 
 # The store's bound on the $in/$nin values of one filter (corrective_rag.store.checks); chromadb
@@ -365,8 +380,7 @@ def large_filter_mismatches(
 
 
 def _short(where: Mapping[str, Any]) -> str:
-    text = repr(where)
-    return text if len(text) <= 120 else f"{text[:100]}... ({len(text)} characters)"
+    return cut_text(repr(where), 100)
 
 
 class FilterContract:

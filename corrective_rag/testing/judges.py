@@ -1,7 +1,7 @@
 """Judges for the scripted server that know the check's answers: faithful, all-relevant, noisy.
 
 Replies for :class:`~corrective_rag.testing.server.ScriptedLLMServer` (its ``reply`` argument)
-that grade the built-in judge-check pairs (:data:`~corrective_rag.evaluate.check_pairs.CHECK_PAIRS`)
+that grade the built-in judge-check pairs (:data:`~corrective_rag.evaluate.check.pairs.CHECK_PAIRS`)
 by their labels, so that ``corrective-rag judge-check`` and :meth:`LLMEvaluator.check` can be
 tested against a real HTTP server::
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS
 from corrective_rag.evaluate.pointwise import POINTWISE_SYSTEM
 from corrective_rag.llm import prompts
 from corrective_rag.testing.replies import default_reply

@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from corrective_rag.testing import token_logprobs
 from corrective_rag.testing.faults import Fault, FaultChooser
 from corrective_rag.testing.replies import default_reply
 from corrective_rag.testing.schema_fit import fit_reply
-from corrective_rag.testing.token_logprobs import scripted_logprobs
 
 # ScriptedLLMServer: its home is corrective_rag.testing
 __all__: list[str] = []
@@ -163,9 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
             text = owner.reply(request)
             if owner.obey_schema:  # what a server enforcing the schema could send
                 text = fit_reply(text, request)
+            text = token_logprobs.lay_out(text, owner.logprobs)
         finish = fault.finish_reason if fault and kind == "content" else "stop"
         usage = self._usage(owner, request, text)
-        tokens = scripted_logprobs(text, owner.logprobs, request)
+        tokens = token_logprobs.scripted_logprobs(text, owner.logprobs, request)
         if request.get("stream") is True and owner.streaming:
             self._stream(owner, request, text, finish, usage, tokens=tokens)
             return
@@ -238,8 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream()
         self._event({**head, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
         if tokens is not None:
-            for token in tokens:
-                choice = {"index": 0, "delta": {"content": token["token"]}}
+            for piece, token in token_logprobs.pieces(tokens):
+                choice = {"index": 0, "delta": {"content": piece}}
                 choice["logprobs"] = {"content": [token]}
                 self._event({**head, "choices": [choice]})
         for start in range(0, len(text) if tokens is None else 0, _STREAM_PIECE):
@@ -304,10 +305,9 @@ class ScriptedLLMServer:
             tests). Scripted ``Fault.content`` bodies are always sent as written.
         logprobs: answer a request asking ``logprobs: true`` with token log probabilities
             (:func:`~corrective_rag.testing.token_logprobs.scripted_logprobs`): ``"agree"``
-            puts 0.8 on each ``true``/``false``/``yes``/``no`` the reply wrote and 0.2 on its
-            opposite, ``"disagree"`` the reverse
-            (the verbal answer is then the less likely one); ``None``: never, as a server
-            that returns none.
+            puts 0.8 on each ``true``/``false``/``yes``/``no`` the reply wrote, ``"disagree"``
+            0.2; a :class:`~corrective_rag.testing.token_logprobs.TokenScript` also sets the
+            layout, tokens and alternatives; ``None``: never, as a server that returns none.
         faults: chooses a fault per request from its body and how many identical bodies came
             before (0 the first time, 1 for the first retry, ...), so that faults stay
             deterministic when requests from many threads arrive in any order. Faults queued
@@ -336,11 +336,9 @@ class ScriptedLLMServer:
         streaming: bool = True,
         reject_stream: bool = False,
         obey_schema: bool = True,
-        logprobs: str | None = None,
+        logprobs: str | token_logprobs.TokenScript | None = None,
     ) -> None:
-        if logprobs not in (None, "agree", "disagree"):
-            raise ValueError(f"logprobs must be None, 'agree' or 'disagree', got {logprobs!r}")
-        self.logprobs = logprobs
+        self.logprobs: token_logprobs.TokenScript | None = token_logprobs.token_script(logprobs)
         self.reply: Reply = reply or default_reply
         self.latency = latency
         self.model = model

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["clip_said", "cut", "display_width", "json_safe", "pad", "printable"]
+from corrective_rag.errors import CUT_LINE, cut_text
+
+__all__ = ["cut", "display_width", "json_safe", "pad", "printable"]
 
 # Bidirectional embeddings, overrides and isolates (Unicode TR9): invisible, yet they reorder
 # what follows them on screen ("Trojan Source", CVE-2021-42574).
@@ -93,33 +95,13 @@ def cut(text: str, width: int) -> str:
 
     Only a prefix of ``text`` is read (``SCAN_PER_COLUMN * width + SCAN_EXTRA`` characters), so
     the cost follows ``width``, not the text: a 100 MB question is listed as fast as a short one.
+    The cut itself is :func:`~corrective_rag.errors.cut_text`'s, in columns.
     """
-    limit = SCAN_PER_COLUMN * max(width, 0) + SCAN_EXTRA
-    whole = len(text) <= limit
-    head = text[:limit]
+    head = text[: SCAN_PER_COLUMN * max(width, 0) + SCAN_EXTRA]
     line = printable(" ".join(head.split()))
-    if whole and display_width(line) <= width:
-        return line
-    out: list[str] = []
-    used = 0
-    for ch in line:
-        w = _char_width(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + "…"
-
-
-def clip_said(text: str, limit: int) -> str:
-    """``text`` whole up to ``limit`` characters; else its first ``limit`` and how long it was.
-
-    ``clip_said("abcdef", 3)`` is ``"abc… (cut at 3 of 6 characters)"``: an error message or a field
-    of a results file shown on a terminal stays bounded, and the reader sees that it was cut.
-    """
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… (cut at {limit:,} of {len(text):,} characters)"
+    # a text longer than its head is cut even where the head's line fits
+    length = len(line) + 1 if len(head) < len(text) else None
+    return cut_text(line, width, CUT_LINE, width=_char_width, length=length)
 
 
 def pad(text: str, width: int, *, right: bool = False) -> str:

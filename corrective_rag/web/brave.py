@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.web.http import check_base_url, check_key
 from corrective_rag.web.results import WebResult, plain
 from corrective_rag.web.search import WebSearchRetriever

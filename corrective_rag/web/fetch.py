@@ -38,12 +38,13 @@ from corrective_rag.calls.body import read_capped
 from corrective_rag.calls.settings import Timeouts, finite
 from corrective_rag.errors import Cancelled, ConfigError, CorrectiveRAGError, SearchError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.store.loaders import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP, chunk_text
 from corrective_rag.text.secrets import redact
+from corrective_rag.text.urls import URL_LOGGED, mask_url
 from corrective_rag.types import Document
 from corrective_rag.web.guard import check_networks, guarded_session
-from corrective_rag.web.http import USER_AGENT, shown_url
+from corrective_rag.web.http import USER_AGENT
 from corrective_rag.web.memo import Memo
 from corrective_rag.web.results import (
     WebResult,
@@ -209,7 +210,7 @@ class PageFetcher:
     def _page(
         self, result: WebResult, ends: float, secrets: Collection[str]
     ) -> list[Document] | None:
-        where = shown_url(result.url)
+        where = mask_url(result.url, URL_LOGGED)
         key = canonical_url(result.url)
         known, text = self._memo.get(key)
         if not known:
@@ -242,7 +243,7 @@ class PageFetcher:
 
         Raises only Cancelled and ConfigError: one bad page must not cost the others.
         """
-        where = shown_url(url)
+        where = mask_url(url, URL_LOGGED)
         page_time = self.timeouts.connect + self.timeouts.read
         had = ends - time.monotonic()
         try:
@@ -277,7 +278,7 @@ class PageFetcher:
 
         Redirects are followed here, hop by hop, each hop's address checked by the session's guard.
         """
-        where = shown_url(url)
+        where = mask_url(url, URL_LOGGED)
         for _ in range(MAX_REDIRECTS + 1):
             left = max(0.001, ends - time.monotonic())
             response = self._session.get(

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -38,7 +38,8 @@ from corrective_rag.calls.body import read_capped
 from corrective_rag.calls.settings import MAX_QUIET, Retries, Timeouts, finite, parse_retry_after
 from corrective_rag.errors import ConfigError, SearchError, SearchSkippedError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
+from corrective_rag.text.urls import mask_url
 from corrective_rag.web.transfer import Transfer, TransferTimeout, bounded, end_of
 
 # WebSettings: its home is corrective_rag.web
@@ -97,15 +98,6 @@ def check_key(key: object, name: str) -> str:
             "file or an environment variable?); it cannot be sent in a header"
         )
     return key
-
-
-def shown_url(url: str) -> str:
-    """``url`` without user:password and query string: what may appear in messages and logs."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def rate_limit_wait(headers: Mapping[str, str]) -> float | None:
@@ -204,7 +196,7 @@ class JsonCaller:
             Cancelled: the enclosing call scope was cancelled.
         """
         settings = self.settings
-        where = shown_url(url)
+        where = mask_url(url)
         with self._lock:
             quiet = self._quiet_until - time.monotonic()
         if quiet > 0:
@@ -332,7 +324,7 @@ class JsonCaller:
             raise SearchError(self._describe(where, "request failed", exc)) from None
         status = response.status_code
         if response.is_redirect:
-            target = shown_url(urljoin(response.url, response.headers.get("Location", "")))
+            target = mask_url(urljoin(response.url, response.headers.get("Location", "")))
             raise SearchError(
                 self.redact(
                     f"{self.name}: {where} answered a redirect to {target}, not followed (API "

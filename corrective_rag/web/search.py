@@ -19,7 +19,7 @@ import requests
 from corrective_rag.calls.settings import finite
 from corrective_rag.errors import ConfigError, SearchError
 from corrective_rag.inputs import check_int, check_query
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.text.secrets import redact, secrets_of
 from corrective_rag.types import Document, Hit
 from corrective_rag.web.fetch import PageFetcher

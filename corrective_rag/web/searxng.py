@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from corrective_rag.errors import ConfigError, SearchError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.web.http import check_base_url
 from corrective_rag.web.results import WebResult, plain
 from corrective_rag.web.search import WebSearchRetriever

@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from corrective_rag.cli.main import main
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS
 from corrective_rag.testing import HostileLLMServer, ScriptedLLMServer
 from corrective_rag.testing.judges import all_relevant_judge, faithful_judge, noisy_judge
 
@@ -47,10 +47,10 @@ def test_a_judge_calling_everything_relevant_exits_1_and_says_why(capsys):
     with ScriptedLLMServer(reply=all_relevant_judge) as server:
         assert 1 == main(_check(server))
     captured = capsys.readouterr()
-    assert "called relevant   1.00" in captured.out
+    assert "kept              1.00" in captured.out
     assert "FAIL" in captured.out
     assert "the loop would keep everything" in captured.out
-    assert captured.err.startswith("corrective-rag: judge-check failed: it called 100%")
+    assert captured.err.startswith("corrective-rag: judge-check failed: a run keeps 100%")
 
 
 def test_a_noisy_judge_exits_1_on_agreement_and_json_has_the_figures(capsys):
@@ -132,3 +132,40 @@ def test_the_text_report_says_the_whole_checks_time(capsys):
     with ScriptedLLMServer(reply=faithful_judge) as server:
         assert 0 == main(_check(server))
     assert "seconds in all    " in capsys.readouterr().out
+
+
+def test_plain_check_grades_the_judge_the_run_would_use_in_the_runs_call(tmp_path, capsys):
+    """With no profile: the verbal judge, in the one-call shape (proposals asked, as a run asks
+    them), said so. With the profile judge-check chose: that judge at its threshold, said so,
+    and counted as the run keeps (P 0.8 under a threshold of 0.9: nothing kept)."""
+    from judge_replies import Written, graded_judge
+
+    from corrective_rag.evaluate import JudgeProfile
+    from corrective_rag.evaluate.profile import write_profiles
+
+    path = tmp_path / "profile.json"
+    judge = graded_judge(lambda q, d: Written(True, 0.9, 0.9, 0.8))
+    with ScriptedLLMServer(faults=judge) as server:
+        main(_check(server))
+        out = capsys.readouterr().out
+        assert "graded as         verbal, one-call (no profile: the default judge)" in out
+        assert "kept              1.00" in out
+        shapes = {json.dumps(r.get("response_format")) for r in server.requests}
+        assert all("next_query" in shape for shape in shapes)
+        scored = JudgeProfile.of("logprob", model="scripted", threshold=0.9)
+        write_profiles(path, "scripted", {"logprob": scored}, "logprob")
+        main(_check(server, "--calibration", str(path)))
+    out = capsys.readouterr().out
+    assert f"graded as         logprob, one-call, threshold 0.900 (profile {path})" in out
+    assert "kept              0.00" in out
+
+
+def test_judge_names_the_judge_to_check_and_local_llm_is_taken(tmp_path, capsys):
+    """--judge pointwise checks the yes/no judge (one call per document); --local-llm with a
+    file that is not there is one error line."""
+    with ScriptedLLMServer(reply=faithful_judge) as server:
+        main(_check(server, "--judge", "pointwise"))
+        assert len(CHECK_PAIRS) == server.request_count
+    assert "graded as         pointwise, threshold 0.500 (--judge)" in capsys.readouterr().out
+    assert 1 == main(["judge-check", "--local-llm", str(tmp_path / "none.gguf")])
+    assert "GGUF model not found" in capsys.readouterr().err

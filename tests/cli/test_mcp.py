@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,13 @@ pytest.importorskip("mcp")
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_helpers import child_env, index_store, serve_http
 
-from corrective_rag.cli.main import main
-from corrective_rag.cli.mcp_server import (
-    MAX_DOCUMENTS,
-    MAX_SHOWN_CHARS,
-    RUNS_URI,
-    parse_address,
-)
+from corrective_rag.cli.mcp_server import parse_address
+from corrective_rag.cli.mcp_shapes import MAX_DOCUMENTS, MAX_SHOWN_CHARS, RUNS_URI
 from corrective_rag.errors import ConfigError
 from corrective_rag.testing import ScriptedLLMServer
 
-ROOT = Path(__file__).resolve().parents[2]
 FILES = {
     "copying.txt": "The copy module: copy.deepcopy(x) builds a deep copy of a compound object, "
     "recursively copying nested lists and dicts so that changing the copy leaves the original "
@@ -42,23 +36,13 @@ SECONDS = 300  # one call may load the embedding model on a loaded machine
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real two-file store, made by ``corrective-rag index``."""
-    folder = tmp_path_factory.mktemp("mcp")
-    docs = folder / "docs"
-    docs.mkdir()
-    for name, text in FILES.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    assert 0 == main(["index", str(docs), "--store", str(folder / "store"), "--no-progress"])
-    return folder / "store"
+    return index_store(tmp_path_factory.mktemp("mcp"), FILES)
 
 
 def _session(tmp_path: Path, *args: str) -> Client:
     """The SDK's client, spawning ``python -m corrective_rag mcp ARGS`` (this tree first)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "corrective_rag", "mcp", *args], env=env
+        command=sys.executable, args=["-m", "corrective_rag", "mcp", *args], env=child_env()
     )
     errlog = (tmp_path / "server.err").open("w", encoding="utf-8")
     return Client(stdio_client(params, errlog=errlog), read_timeout_seconds=SECONDS)
@@ -170,7 +154,7 @@ def test_http_addresses_default_to_loopback():
 def test_returned_documents_are_bounded():
     """However long the kept documents, one call returns at most MAX_DOCUMENTS of them, each
     text cut at MAX_SHOWN_CHARS characters and marked as cut."""
-    from corrective_rag.cli.mcp_server import _summary
+    from corrective_rag.cli.mcp_shapes import summary
     from corrective_rag.types import (
         Document,
         KeptDocument,
@@ -191,7 +175,7 @@ def test_returned_documents_are_bounded():
         for i in range(MAX_DOCUMENTS + 5)
     )
     result = RunResult("r", "q", "q", kept, StopReason.ITERATION_CAP, "", (), PhaseUsage(), 0.0)
-    out = _summary(result)
+    out = summary(result)
     assert MAX_DOCUMENTS + 5 == out["kept"]
     assert MAX_DOCUMENTS == len(out["documents"])
     assert {MAX_SHOWN_CHARS} == {len(d["text"]) for d in out["documents"]}
@@ -204,24 +188,8 @@ def test_returned_documents_are_bounded():
 def test_over_streamable_http_the_client_lists_the_tools_and_reads_tool_errors(tmp_path):
     """With --http on a free port, the server says where it listens once bound; the SDK's HTTP
     client lists the tools there, and a store that is missing is a tool error over HTTP too."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    args = ["mcp", "--store", str(tmp_path / "nowhere"), "--http", "127.0.0.1:0"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corrective_rag", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    proc, url = serve_http(tmp_path / "nowhere")
     try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()  # the marker line, written once the socket is bound
-        assert line.startswith("corrective-rag mcp: serving http://127.0.0.1:"), line
-        url = line.rsplit(" ", 1)[1].strip()
 
         async def go() -> Any:
             async with Client(url, read_timeout_seconds=SECONDS) as client:
@@ -242,7 +210,8 @@ def test_over_streamable_http_the_client_lists_the_tools_and_reads_tool_errors(t
 def test_a_run_whose_llm_calls_all_fail_is_a_tool_error_without_the_key(store):
     """When every LLM call of a search fails, the tool says so (an empty result would read as
     "nothing relevant"), and the API key the server echoed back is masked in the message."""
-    from corrective_rag.cli.mcp_server import SearchService, build_server
+    from corrective_rag.cli.mcp_server import build_server
+    from corrective_rag.cli.mcp_service import SearchService
     from corrective_rag.cli.wiring import Options
     from corrective_rag.testing import Fault
 
@@ -264,3 +233,59 @@ def test_a_run_whose_llm_calls_all_fail_is_a_tool_error_without_the_key(store):
     text = found.content[0].text
     assert "every LLM call of this run failed" in text
     assert key not in text
+
+
+def _properties(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every property of a JSON schema, nested objects and list items included ($defs read)."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        if "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[1]]
+        for name, prop in node.get("properties", {}).items():
+            yield f"{path}{name}", prop
+            yield from walk(prop, f"{path}{name}.")
+        for sub in [*node.get("anyOf", []), *([node["items"]] if "items" in node else [])]:
+            yield from walk(sub, path)
+
+    yield from walk(schema, "")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_no_list_changed_is_advertised_and_every_output_field_is_described(tmp_path, mode):
+    """The tools, prompts and resources lists never change, so no listChanged is advertised
+    (the SDK advertises all three on 2026-07-28); run updates are (subscribe) where the protocol
+    delivers them. Every field of both tools' output schemas, nested ones too, has a
+    description."""
+    from corrective_rag.cli.mcp_server import build_server
+    from corrective_rag.cli.mcp_service import SearchService
+    from corrective_rag.cli.wiring import Options
+
+    opts = Options(store=str(tmp_path / "nowhere"), llm_url="http://127.0.0.1:9/v1", model="m")
+    service = SearchService(opts)
+
+    async def go() -> Any:
+        async with Client(build_server(service), mode=mode) as client:
+            return client.server_capabilities, await client.list_tools()
+
+    try:
+        capabilities, tools = anyio.run(go)
+    finally:
+        service.close()
+    assert capabilities.tools.list_changed is False
+    assert capabilities.prompts.list_changed is False
+    assert capabilities.resources.list_changed is False
+    assert capabilities.resources.subscribe is (mode == "auto")
+    schemas = {t.name: t.output_schema for t in tools.tools}
+    assert {"answer", "search"} == set(schemas)
+    fields = {name: dict(_properties(schema)) for name, schema in schemas.items()}
+    top = {"run_id", "question", "final_query", "stop_reason", "stop_detail", "iterations"}
+    assert top | {"kept", "documents"} <= set(fields["search"])
+    assert {"documents.verdict.reasoning", "cited_ids"} <= set(fields["answer"])
+    undescribed = [
+        f"{t}: {f}"
+        for t, props in fields.items()
+        for f, p in props.items()
+        if not p.get("description")
+    ]
+    assert [] == undescribed

@@ -1,5 +1,6 @@
-"""``corrective-rag mcp``: abandoned calls stop spending, calls in flight are bounded, and runs
-belong to the session that made them; the SDK's client against a real store and LLM server."""
+"""``corrective-rag mcp``: abandoned calls stop spending (a client that cancels, one that hangs
+up), and runs belong to the client that made them, over every transport and protocol; the
+SDK's client against a real store and LLM server."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import anyio
 import anyio.to_thread
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_helpers import child_env, index_store, serve_http
 from mcp_types import INVALID_PARAMS
 
-from corrective_rag.cli.main import main
-from corrective_rag.cli.mcp_server import RUNS_URI, SearchService, build_server
+from corrective_rag.cli.mcp_server import build_server
+from corrective_rag.cli.mcp_service import SearchService
+from corrective_rag.cli.mcp_shapes import RUNS_URI
 from corrective_rag.cli.wiring import Options
 from corrective_rag.testing import Fault, ScriptedLLMServer
 
@@ -33,7 +36,6 @@ FILES = {
     "timing.txt": "The timeit module measures the execution time of small code snippets. "
     "timeit.timeit(stmt, number=1000) runs the statement many times and returns seconds.",
 }
-ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "how do I deep copy a nested list?"
 # Nothing in the store answers it: the judge keeps nothing, and the loop rewrites and retrieves
 # again until its iteration cap, spending several LLM requests per run.
@@ -65,16 +67,9 @@ SECONDS = 300
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real two-file store, made by ``corrective-rag index``."""
-    folder = tmp_path_factory.mktemp("mcp-calls")
-    docs = folder / "docs"
-    docs.mkdir()
-    for name, text in FILES.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    for number, text in enumerate(FILLER):
-        (docs / f"filler{number}.txt").write_text(text + ".", encoding="utf-8")
-    assert 0 == main(["index", str(docs), "--store", str(folder / "store"), "--no-progress"])
-    return folder / "store"
+    """A real store: the two files, and filler that answers nothing asked here."""
+    filler = {f"filler{number}.txt": text + "." for number, text in enumerate(FILLER)}
+    return index_store(tmp_path_factory.mktemp("mcp-calls"), {**FILES, **filler})
 
 
 @pytest.fixture
@@ -107,7 +102,7 @@ def test_abandoned_calls_stop_spending_llm_requests(store, llm):
     is in flight makes no further request, and calls abandoned while they wait for a slot never
     start: after ABANDONED abandoned calls the LLM requests made stay within 10% of those of
     the honest calls alone."""
-    service = _service(store, llm, max_calls=1)
+    service = _service(store, llm, max_calls=1, max_waiting=4 * ABANDONED)
 
     async def go() -> tuple[int, int, int]:
         async with Client(build_server(service), read_timeout_seconds=SECONDS) as client:
@@ -158,46 +153,30 @@ def test_abandoned_calls_stop_spending_llm_requests(store, llm):
     assert mid_run < ABANDONED * per_honest
 
 
-def _serve_http(store: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """``corrective-rag mcp --http 127.0.0.1:0`` on the store; the process and its URL."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    args = ["mcp", "--store", str(store), "--http", "127.0.0.1:0", *extra]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corrective_rag", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()  # the marker line, written once the socket is bound
-    assert line.startswith("corrective-rag mcp: serving http://127.0.0.1:"), line
-    return proc, line.rsplit(" ", 1)[1].strip()
+def _two_clients(store: Path, mode: str, *extra: str) -> dict[str, Any]:
+    """Client A searches; what A lists and reads back, and what B lists and reads of A's run."""
+    proc, url = serve_http(store, *extra)
 
+    async def read(client: Client, uri: str) -> Any:
+        try:
+            return json.loads((await client.read_resource(uri)).contents[0].text)
+        except MCPError as exc:
+            return exc.error.code
 
-def _two_sessions(store: Path, *extra: str) -> tuple[list[Any], list[Any], Any]:
-    """Session A searches; what A and B each list, and what B gets reading A's run."""
-    proc, url = _serve_http(store, *extra)
-
-    async def go() -> tuple[list[Any], list[Any], Any]:
+    async def go() -> dict[str, Any]:
         async with (
-            Client(url, mode="legacy", read_timeout_seconds=SECONDS) as a,
-            Client(url, mode="legacy", read_timeout_seconds=SECONDS) as b,
+            Client(url, mode=mode, read_timeout_seconds=SECONDS) as a,
+            Client(url, mode=mode, read_timeout_seconds=SECONDS) as b,
         ):
             found = await a.call_tool("search", {"question": QUESTION})
             assert not found.is_error, found.content[0].text
-            mine = json.loads((await a.read_resource(RUNS_URI)).contents[0].text)
-            theirs = json.loads((await b.read_resource(RUNS_URI)).contents[0].text)
             uri = f"{RUNS_URI}/{found.structured_content['run_id']}"
-            try:
-                peek: Any = json.loads((await b.read_resource(uri)).contents[0].text)
-            except MCPError as exc:
-                peek = exc.error.code
-            return mine, theirs, peek
+            return {
+                "a_lists": await read(a, RUNS_URI),
+                "a_reads": await read(a, uri),
+                "b_lists": await read(b, RUNS_URI),
+                "b_reads": await read(b, uri),
+            }
 
     try:
         return anyio.run(go)
@@ -208,29 +187,34 @@ def _two_sessions(store: Path, *extra: str) -> tuple[list[Any], list[Any], Any]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_session_reads_only_its_own_runs(store):
-    """Over HTTP, a second session lists none of the first session's runs and reading one by
-    its id is invalid params (-32602), as for an id that does not exist."""
-    mine, theirs, peek = _two_sessions(store)
-    assert 1 == len(mine)
-    assert [] == theirs
-    assert INVALID_PARAMS == peek
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_client_reads_back_its_own_runs_and_no_other_client_does(store, mode):
+    """Over HTTP, on the default stateless 2026-07-28 protocol (a client is the cookie the
+    server gave it) and on the handshake protocol (a session): the client that searched lists
+    its run and reads it back by the id it got; a second client lists none and reading that id
+    is invalid params (-32602), as for an id that does not exist."""
+    seen = _two_clients(store, mode)
+    assert 1 == len(seen["a_lists"])
+    assert QUESTION == seen["a_reads"]["question"]
+    assert [] == seen["b_lists"]
+    assert INVALID_PARAMS == seen["b_reads"]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_with_share_runs_every_session_reads_every_run(store):
-    """With --share-runs, a second session lists and reads the first session's run."""
-    mine, theirs, peek = _two_sessions(store, "--share-runs")
-    assert mine == theirs
-    assert QUESTION == peek["question"]
+def test_with_share_runs_every_client_reads_every_run(store):
+    """With --share-runs, a second client lists and reads the first client's run."""
+    seen = _two_clients(store, "auto", "--share-runs")
+    assert seen["a_lists"] == seen["b_lists"]
+    assert QUESTION == seen["b_reads"]["question"]
 
 
 def test_a_long_question_is_refused_and_echoes_are_cut(tmp_path):
     """A 1,000,000-character question is refused with a message naming the cap (the schema
     declares it), and a run's question and final query come back cut at MAX_ECHO_CHARS in the
     result and in the runs list, whatever their length."""
-    from corrective_rag.cli.mcp_server import MAX_ECHO_CHARS, MAX_QUESTION_CHARS, _summary
+    from corrective_rag.cli.mcp_service import MAX_QUESTION_CHARS
+    from corrective_rag.cli.mcp_shapes import MAX_ECHO_CHARS, summary
     from corrective_rag.types import PhaseUsage, RunResult, StopReason
 
     service = SearchService(Options(store=str(tmp_path / "nowhere")))
@@ -253,7 +237,7 @@ def test_a_long_question_is_refused_and_echoes_are_cut(tmp_path):
         assert len(refused.content[0].text) < 2000
     long = "q" * 1_000_000
     result = RunResult("r", long, long, (), StopReason.ITERATION_CAP, "", (), PhaseUsage(), 0.0)
-    out = _summary(result)
+    out = summary(result)
     assert MAX_ECHO_CHARS == len(out["question"]) == len(out["final_query"])
     service._remember(result, owner=None)
     assert [MAX_ECHO_CHARS] == [len(r["question"]) for r in service.runs()]
@@ -262,36 +246,54 @@ def test_a_long_question_is_refused_and_echoes_are_cut(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_search_notifies_listeners_that_the_runs_changed(store):
-    """On the 2026-07-28 protocol, which offers resource change notifications, a client
-    listening for resource list changes and for updates of the runs list hears of both when
-    a search adds a run."""
+def test_a_search_tells_the_clients_listeners_that_its_runs_changed(store):
+    """On the 2026-07-28 protocol a client listening for updates of the runs list hears of its
+    new run; the server advertises that (resources.subscribe) and no list change, since its
+    resources list never changes."""
     service = SearchService(Options(store=str(store)))
 
     async def go() -> tuple[Any, list[Any]]:
         events: list[Any] = []
         async with Client(build_server(service), read_timeout_seconds=SECONDS) as client:
             capabilities = client.server_capabilities
-            async with client.listen(
-                resources_list_changed=True, resource_subscriptions=[RUNS_URI]
-            ) as subscription:
+            async with client.listen(resource_subscriptions=[RUNS_URI]) as subscription:
                 found = await client.call_tool("search", {"question": QUESTION})
                 assert not found.is_error, found.content[0].text
                 with anyio.fail_after(SECONDS):
                     async for event in subscription:
                         events.append(event)
-                        if len(events) == 2:
-                            break
+                        break
         return capabilities, events
 
     try:
         capabilities, events = anyio.run(go)
     finally:
         service.close()
-    assert capabilities.resources.list_changed and capabilities.resources.subscribe
-    kinds = sorted(type(e).__name__ for e in events)
-    assert ["ResourceUpdated", "ResourcesListChanged"] == kinds
-    assert RUNS_URI == next(e.uri for e in events if type(e).__name__ == "ResourceUpdated")
+    assert capabilities.resources.subscribe
+    assert not capabilities.resources.list_changed
+    assert ["ResourceUpdated"] == [type(e).__name__ for e in events]
+    assert RUNS_URI == events[0].uri
+
+
+def test_a_clients_run_updates_reach_its_own_listeners_only():
+    """The subscription bus delivers an event to the listeners of the client that published it
+    (another client's runs list did not change), and to every listener with --share-runs."""
+    from corrective_rag.cli.mcp_server import _OWNER, _OwnerBus
+
+    def heard(shared: bool) -> dict[str, list[str]]:
+        bus = _OwnerBus(shared=shared)
+        got: dict[str, list[str]] = {"a": [], "b": []}
+        for owner, events in got.items():
+            token = _OWNER.set(owner)
+            bus.subscribe(events.append)
+            _OWNER.reset(token)
+        token = _OWNER.set("a")
+        anyio.run(bus.publish, "update")
+        _OWNER.reset(token)
+        return got
+
+    assert {"a": ["update"], "b": []} == heard(shared=False)
+    assert {"a": ["update"], "b": ["update"]} == heard(shared=True)
 
 
 @pytest.mark.slow
@@ -304,7 +306,7 @@ def test_a_client_that_gives_up_over_http_stops_the_run(store, mode):
     LLM request but the one in flight when it was given up."""
     with ScriptedLLMServer(latency=0.5) as llm:
         args = ["--llm-url", llm.base_url, "--model", "scripted", "--max-calls", "1"]
-        proc, url = _serve_http(store, *args)
+        proc, url = serve_http(store, *args)
 
         async def go() -> None:
             async with Client(url, mode=mode, read_timeout_seconds=SECONDS) as client:
@@ -323,3 +325,100 @@ def test_a_client_that_gives_up_over_http_stops_the_run(store, mode):
         questions = [json.dumps(r) for r in llm.requests]
         abandoned = [q for q in questions if "swallow" in q]
         assert 1 == len(abandoned), len(abandoned)
+
+
+# A client that hangs up: the SDK's client, in a process of its own that the test kills.
+HANGING_CLIENT = """
+import sys, anyio
+from mcp import Client
+
+async def main():
+    async with Client(sys.argv[1], mode=sys.argv[2], read_timeout_seconds=600) as client:
+        await client.call_tool("search", {"question": sys.argv[3]})
+
+anyio.run(main)
+"""
+
+
+def _asked(llm: ScriptedLLMServer, question: str) -> int:
+    """How many LLM requests were about ``question``."""
+    return sum(question in json.dumps(r) for r in llm.requests)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_client_that_hangs_up_over_http_stops_its_run_within_one_llm_call(store, mode):
+    """A client killed while its search waits on an LLM reply (one that drips forever) stops
+    the run: the server abandons that LLM request (its connection is closed: a server-side
+    event) and makes no other for that question; with one slot, the next client's call then
+    runs. The handshake protocol's SDK ran such a call to its end (3 more LLM requests)."""
+    with ScriptedLLMServer() as llm:
+        llm.enqueue(Fault.drip(0.05))  # the first reply never ends unless its client hangs up
+        args = ["--llm-url", llm.base_url, "--model", "scripted", "--max-calls", "1"]
+        proc, url = serve_http(store, *args)
+        client = subprocess.Popen(
+            [sys.executable, "-c", HANGING_CLIENT, url, mode, UNANSWERED], env=child_env()
+        )
+        try:
+            assert llm.wait_for_requests(1, SECONDS)
+            client.kill()
+            client.wait(timeout=60)
+            assert llm.wait_for_disconnects(1, SECONDS)
+
+            async def next_call() -> Any:
+                async with Client(url, mode=mode, read_timeout_seconds=SECONDS) as other:
+                    return await other.call_tool("search", {"question": QUESTION})
+
+            honest = anyio.run(next_call)  # its slot is free once the hung-up run has ended
+        finally:
+            client.kill()
+            proc.kill()
+            proc.wait(timeout=60)
+        assert not honest.is_error, honest.content[0].text
+        assert 1 == _asked(llm, "swallow")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_client_that_hangs_up_over_stdio_stops_its_run_and_the_server_exits_quietly(store):
+    """A stdio client that goes away (its pipes closed) while its search waits on an LLM reply
+    stops the run (the LLM request abandoned, no other made) and the server exits 0 without a
+    word (it wrote an internal error and exited 1)."""
+    with ScriptedLLMServer() as llm:
+        llm.enqueue(Fault.drip(0.05))
+        args = ["--store", str(store), "--llm-url", llm.base_url, "--model", "scripted"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "corrective_rag", "mcp", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+        def send(message: dict[str, Any]) -> None:
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            proc.stdin.flush()
+
+        try:
+            hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+            send({"id": 1, "method": "initialize", "params": {**hello, "clientInfo": INFO}})
+            assert '"id":1' in proc.stdout.readline()
+            send({"method": "notifications/initialized"})
+            call = {"name": "search", "arguments": {"question": UNANSWERED}}
+            send({"id": 2, "method": "tools/call", "params": call})
+            assert llm.wait_for_requests(1, SECONDS)
+            proc.stdin.close()
+            proc.stdout.close()
+            assert llm.wait_for_disconnects(1, SECONDS)
+            code = proc.wait(timeout=SECONDS)
+        finally:
+            proc.kill()
+        assert 0 == code
+        assert "" == proc.stderr.read()
+        assert 1 == _asked(llm, "swallow") == llm.request_count
+
+
+INFO = {"name": "hanging-client", "version": "1"}

@@ -4,8 +4,6 @@ and streamable HTTP (beside the official SDK's tests in test_mcp.py)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,11 +16,11 @@ pytest.importorskip("fastmcp")
 import anyio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+from mcp_helpers import child_env, index_store, serve_http
 
-from corrective_rag.cli.main import main
-from corrective_rag.cli.mcp_server import MAX_DOCUMENTS, MAX_QUESTION_CHARS, RUNS_URI
+from corrective_rag.cli.mcp_service import MAX_QUESTION_CHARS
+from corrective_rag.cli.mcp_shapes import MAX_DOCUMENTS, RUNS_URI
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "a-token-for-the-fastmcp-client"
 FILES = {
     "copying.txt": "The copy module: copy.deepcopy(x) builds a deep copy of a compound object, "
@@ -40,22 +38,7 @@ SECONDS = 300
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real three-file store, made by ``corrective-rag index``."""
-    folder = tmp_path_factory.mktemp("fastmcp")
-    docs = folder / "docs"
-    docs.mkdir()
-    for name, text in FILES.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    assert 0 == main(["index", str(docs), "--store", str(folder / "store"), "--no-progress"])
-    return folder / "store"
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    env.pop("CORRECTIVE_RAG_MCP_TOKEN", None)
-    return {**env, **extra}
+    return index_store(tmp_path_factory.mktemp("fastmcp"), FILES)
 
 
 async def _script(client: Client) -> dict[str, Any]:
@@ -104,7 +87,7 @@ def test_fastmcp_over_stdio(store, tmp_path):
     transport = StdioTransport(
         sys.executable,
         ["-m", "corrective_rag", "mcp", "--store", str(store)],
-        env=_env(),
+        env=child_env(),
         log_file=tmp_path / "server.err",
     )
 
@@ -119,27 +102,16 @@ def test_fastmcp_over_stdio(store, tmp_path):
 @pytest.mark.timeout(600)
 def test_fastmcp_over_http_with_a_token(store):
     """Over streamable HTTP with CORRECTIVE_RAG_MCP_TOKEN set, fastmcp's client with that bearer
-    token does all a stdio client does (in a session of the initialize handshake, whose runs it
-    lists), and one without the token is refused."""
-    args = ["mcp", "--store", str(store), "--http", "127.0.0.1:0"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corrective_rag", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(CORRECTIVE_RAG_MCP_TOKEN=TOKEN),
-    )
+    token, on its default protocol (stateless 2026-07-28), does all a stdio client does, its
+    run listed, and one without the token is refused."""
+    proc, url = serve_http(store, env={"CORRECTIVE_RAG_MCP_TOKEN": TOKEN})
     try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()  # the marker line, written once the socket is bound
-        assert line.startswith("corrective-rag mcp: serving http://127.0.0.1:"), line
-        url = line.rsplit(" ", 1)[1].strip()
 
         async def go() -> tuple[dict[str, Any], Any]:
-            # The handshake: a session, whose runs it lists (2026-07-28 HTTP has no session).
+            # fastmcp's default protocol (2026-07-28, stateless): the client is the cookie
+            # the server gave it, so it lists and reads back its runs.
             transport = StreamableHttpTransport(url, auth=TOKEN)
-            async with Client(transport, timeout=SECONDS, mode="legacy") as c:
+            async with Client(transport, timeout=SECONDS) as c:
                 seen = await _script(c)
             try:
                 async with Client(StreamableHttpTransport(url), timeout=SECONDS) as c:

@@ -15,7 +15,15 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from corrective_rag.cli.mcp_http import check_bind, host_name, is_loopback
+from corrective_rag.cli.main import main
+from corrective_rag.cli.mcp_http import (
+    HttpGuard,
+    allowed_hosts,
+    check_bind,
+    check_token,
+    host_name,
+    is_loopback,
+)
 from corrective_rag.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +61,10 @@ class Served:
 
     def post(self, headers: dict[str, str]) -> int:
         """POST an initialize request with these headers; the HTTP status."""
+        return self.exchange(headers)[0]
+
+    def exchange(self, headers: dict[str, str]) -> tuple[int, str]:
+        """POST an initialize request with these headers; the HTTP status and body."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         conn.putrequest("POST", "/mcp", skip_host=True)
@@ -61,9 +73,9 @@ class Served:
         conn.putheader("Content-Length", str(len(INITIALIZE)))
         conn.endheaders(INITIALIZE)
         response = conn.getresponse()
-        response.read()
+        body = response.read()
         conn.close()
-        return response.status
+        return response.status, body.decode("utf-8", "replace")
 
 
 @pytest.fixture
@@ -164,15 +176,20 @@ def test_the_command_refuses_a_public_bind_without_a_token(tmp_path):
 @pytest.mark.timeout(300)
 def test_with_a_token_every_request_needs_it(serve):
     """With CORRECTIVE_RAG_MCP_TOKEN set on a public bind, a request without the bearer token
-    (or with a wrong one) gets 401, the allowed host name is served with it, and another
-    host name is still refused."""
+    (or with a wrong one) gets 401, the missing and the wrong token each with its own text
+    (neither holding the token); the allowed host name is served with it, and another host
+    name is still refused."""
     served = serve(
         "0.0.0.0", "--allow-host", "team.example", env=_env(CORRECTIVE_RAG_MCP_TOKEN=TOKEN)
     )
     served.host = "127.0.0.1"
     host = f"team.example:{served.port}"
-    assert 401 == served.post({"Host": host})
-    assert 401 == served.post({"Host": host, "Authorization": f"Bearer {TOKEN}x"})
+    missing = served.exchange({"Host": host})
+    wrong = served.exchange({"Host": host, "Authorization": f"Bearer {TOKEN}x"})
+    assert (401, 401) == (missing[0], wrong[0])
+    assert missing[1] != wrong[1]
+    assert "required" in missing[1] and "not this server's" in wrong[1]
+    assert TOKEN not in missing[1] + wrong[1]
     assert 401 == served.post({"Host": host, "Authorization": TOKEN})
     assert 200 == served.post({"Host": host, "Authorization": f"Bearer {TOKEN}"})
     assert 200 == served.post(
@@ -203,3 +220,90 @@ def test_a_busy_port_is_one_line_and_exit_1(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert 1 == len(lines), done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in lines[0]
+
+
+def test_allowed_hosts_are_names_or_addresses_written_one_way():
+    """--allow-host takes names (lower-cased, a final dot dropped) and IP addresses, a
+    bracketed IPv6 address too, each written in its canonical form, comma-separated or
+    repeated."""
+    given = ["Team.Example.", "10.0.0.5,[2001:DB8:0::1]", " 2001:db8::2 ", "api.example.com"]
+    assert {
+        "team.example",
+        "10.0.0.5",
+        "2001:db8::1",
+        "2001:db8::2",
+        "api.example.com",
+    } == allowed_hosts(given)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("api.example.com:8443", "without a port"),
+        ("[2001:db8::1]:8443", "without a port"),
+        ("*.example", "wildcards are not supported"),
+        ("https://team.example", "not a URL"),
+        ("[team.example]", "not an IPv6 address"),
+        ("team example", "is not a host name"),
+        ("-team.example", "is not a host name"),
+    ],
+)
+def test_an_allowed_host_that_could_never_match_is_refused_in_one_line(value, says):
+    """A host with a port, a wildcard (it was matched literally), a URL or a string no host
+    name holds is a ConfigError saying why."""
+    with pytest.raises(ConfigError, match=says):
+        allowed_hosts([value])
+
+
+def test_a_bracketed_ipv6_allowed_host_is_served_in_host_and_origin():
+    """An allowed IPv6 address matches Host ``[v6]:port`` and Origin ``http://[v6]:port``
+    however the address is spelled (it was compared with its brackets, and never matched)."""
+    guard = HttpGuard(None, allowed_hosts(["[2001:db8::1]"]))
+    host = {b"host": b"[2001:DB8:0::1]:8443"}
+    assert guard.refusal(host) is None
+    assert guard.refusal({**host, b"origin": b"http://[2001:db8::1]:8443"}) is None
+    assert (403, "Host not allowed") == guard.refusal({b"host": b"[2001:db8::2]:8443"})
+
+
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [
+        ("   ", "blank"),
+        (f" {TOKEN} ", "spaces around it"),
+        ("s3cret token for the team", "a space, control or non-ASCII character"),
+        ("s3cret-tökén-for-the-team", "a space, control or non-ASCII character"),
+        ("Q", r"too short \(1 of the 16 characters"),
+    ],
+)
+def test_a_token_no_client_could_send_or_too_short_is_refused(token, says):
+    """A blank token, one with spaces around it (HTTP trims them: everyone is locked out), one
+    holding a space or a non-ASCII character, or one shorter than 16 characters is refused, in a
+    message that does not hold it; a long random one passes."""
+    with pytest.raises(ConfigError, match=says) as refused:
+        check_token(token)
+    assert not token.strip() or token.strip() not in str(refused.value)
+    check_token(TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("args", "token", "says"),
+    [
+        (["--http", "127.0.0.1:0", "--allow-host", "api.example.com:8443"], None, "port"),
+        (["--http", "127.0.0.1:0", "--allow-host", "*.example"], None, "wildcards"),
+        (["--allow-host", "team.example"], None, "applies to --http only"),
+        (["--http", "127.0.0.1:0"], f" {TOKEN}", "spaces around it"),
+        (["--http", "0.0.0.0:0", "--allow-host", "team.example"], "Q", "too short"),
+    ],
+)
+def test_the_command_refuses_settings_that_could_never_work(
+    tmp_path, capsys, monkeypatch, args, token, says
+):
+    """``corrective-rag mcp`` with such a setting exits 2 at start with one line saying what is
+    wrong, before it binds or serves anything."""
+    monkeypatch.delenv("CORRECTIVE_RAG_MCP_TOKEN", raising=False)
+    if token is not None:
+        monkeypatch.setenv("CORRECTIVE_RAG_MCP_TOKEN", token)
+    assert 2 == main(["mcp", "--store", str(tmp_path / "x"), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert 1 == len(err), err
+    assert says in err[0]

@@ -38,3 +38,29 @@ def test_without_a_store_flag_the_command_is_a_usage_error(capsys):
 
     assert 2 == main(["mcp"])
     assert "give --store DIR" in capsys.readouterr().err
+
+
+def _options(parser, argv):
+    from corrective_rag.cli.options import options
+
+    return options(parser.parse_args(argv))
+
+
+def test_mcp_takes_every_flag_run_takes_and_builds_the_same_loop():
+    """Every flag of ``run`` but its output ones (``--json``, ``--no-progress``) is a flag of
+    ``mcp`` too, and the same flags give both the same ``Options``, from which the server
+    builds its loop as ``run`` does (``wiring.orchestrator``): a judge or loop setting added to
+    ``run`` reaches the MCP server, or this test says it does not."""
+    from corrective_rag.cli.main import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+
+    def flags(name: str) -> set[str]:
+        return {o for a in commands.choices[name]._actions for o in a.option_strings}
+
+    assert {"--json", "--no-progress"} == flags("run") - flags("mcp")
+    given = ["--store", "s", "--llm-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    given += ["--policy", "strict", "--max-iterations", "2", "--top-k", "7", "--timeout", "9"]
+    given += ["--fallback-store", "f", "--max-retries", "1", "--min-relevant", "2"]
+    assert _options(parser, ["run", "q", *given]) == _options(parser, ["mcp", *given])

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from corrective_rag import tracing
+from corrective_rag import observe
 from corrective_rag.cli.main import main
 from corrective_rag.testing import Fault, ScriptedLLMServer
 
@@ -50,9 +50,9 @@ def _spans() -> Iterator[None]:
         current = TracerProvider()
         trace.set_tracer_provider(current)
     current.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-    tracing.capture_content(True)
+    observe.capture_content(True)
     yield
-    tracing.capture_content(False)
+    observe.capture_content(False)
     _EXPORTER.shutdown()
 
 
@@ -188,3 +188,21 @@ def test_an_mcp_tool_error_never_shows_the_password(store, failing, tmp_path):
     assert "***@127.0.0.1" in text, text
     _assert_hidden(text, "the tool error")
     _assert_hidden(errlog.read_text(errors="replace"), "the MCP server's stderr")
+
+
+def test_the_options_repr_masks_every_url_and_leaves_the_keys_out():
+    """``repr(Options)`` (a traceback, a debugger, a log line) shows no password, key or token."""
+    from corrective_rag.cli.wiring import Options
+
+    opts = Options(
+        llm_url=f"http://user:{PASSWORD}@gw/sk-path-key-0123456789/v1?api_key=K0123456789",
+        model="m",
+        api_key="sk-env-0123456789",
+        fallback_url="https://searx.example/search?token=T0123456789",
+        qdrant=f"https://admin:{PASSWORD}@qdrant.example:6333",
+        qdrant_api_key="Q0123456789",
+    )
+    shown = repr(opts)
+    assert "llm_url='http://***@gw/***/v1?api_key=***'" in shown
+    for secret in (PASSWORD, "K0123456789", "sk-env", "T0123456789", "Q0123456789", "sk-path"):
+        assert secret not in shown

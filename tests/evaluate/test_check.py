@@ -6,8 +6,8 @@ import pytest
 
 from corrective_rag.calls import Retries
 from corrective_rag.errors import ConfigError
-from corrective_rag.evaluate.check import MIN_AGREEMENT, check_judge
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS
+from corrective_rag.evaluate.check.plain import MIN_AGREEMENT, check_judge
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.llm.client import OpenAIChatClient
 from corrective_rag.testing import Fault, ScriptedLLMServer
@@ -174,7 +174,7 @@ def test_the_default_deadline_is_one_number_everywhere():
     import inspect
 
     from corrective_rag.cli.main import build_parser
-    from corrective_rag.evaluate.check import CHECK_SECONDS
+    from corrective_rag.evaluate.check.plain import CHECK_SECONDS
 
     assert CHECK_SECONDS == inspect.signature(LLMEvaluator.check).parameters["max_seconds"].default
     args = build_parser().parse_args(["judge-check", "--llm-url", "http://h/v1", "--model", "m"])

@@ -74,7 +74,8 @@ def test_decisions_follow_the_threshold_and_confidence_is_the_chance_of_being_ri
         verdicts = judge.evaluate(JUPITER.question, JUPITER.documents).verdicts
         for verdict, p in zip(verdicts, probabilities, strict=True):
             assert (p >= threshold) is verdict.relevant
-            assert round(p if verdict.relevant else 1 - p, 4) == verdict.confidence
+            assert round(p, 4) == verdict.probability
+            assert pytest.approx(p if verdict.relevant else 1 - p, abs=1e-4) == verdict.confidence
             if verdict.relevant:
                 assert verdict.score >= HIGH_FROM
             else:

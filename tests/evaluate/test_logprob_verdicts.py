@@ -11,7 +11,6 @@ from corrective_rag.errors import ConfigError, InputError
 from corrective_rag.evaluate.cache import VerdictCache
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.logprobs import (
-    calibrated,
     side_probability,
     value_probabilities,
     word_probability,
@@ -44,20 +43,20 @@ def grade(server: ScriptedLLMServer, **kw) -> dict:
 def test_agreeing_probabilities_score_the_verdicts_in_the_same_call(streaming):
     """With logprobs returned, score and confidence come from P(true), in one call per batch."""
     with ScriptedLLMServer(logprobs="agree", streaming=streaming) as srv:
-        verdicts = grade(srv)
+        verdicts = grade(srv, score_by="probability")
         assert 1 == srv.request_count
         assert (True, 5) == (srv.requests[0]["logprobs"], srv.requests[0]["top_logprobs"])
     on, off = verdicts["on"], verdicts["off"]
     assert ("logprob", "logprob") == (on.score_source, off.score_source)
     assert (True, False) == (on.relevant, off.relevant)
-    assert 0.8 == pytest.approx(on.score) and 0.8 == pytest.approx(on.confidence)
+    assert 0.88 == pytest.approx(on.score) and 0.8 == pytest.approx(on.confidence)
     assert 0.2 == pytest.approx(off.score) and 0.8 == pytest.approx(off.confidence)
 
 
 def test_disagreeing_probabilities_overrule_the_verbal_answer():
     """The model wrote true but put 0.2 on it: the verdict is irrelevant, scored 0.2."""
     with ScriptedLLMServer(logprobs="disagree") as srv:
-        verdicts = grade(srv)
+        verdicts = grade(srv, score_by="probability")
     assert (False, True) == (verdicts["on"].relevant, verdicts["off"].relevant)
     assert 0.2 == pytest.approx(verdicts["on"].score)
     assert "logprob" == verdicts["on"].score_source
@@ -76,7 +75,7 @@ def test_without_logprobs_nothing_changes():
 def test_fitted_threshold_moves_the_decision():
     """With threshold 0.9, P(true) 0.8 is below it: not relevant, scored under 0.5."""
     with ScriptedLLMServer(logprobs="agree") as srv:
-        verdicts = grade(srv, threshold=0.9)
+        verdicts = grade(srv, score_by="probability", threshold=0.9)
     assert verdicts["on"].relevant is False
     assert verdicts["on"].score < 0.5
 
@@ -115,27 +114,30 @@ def test_chat_model_without_the_keyword_is_called_as_before():
     assert all(v.graded and v.score_source == "verbal" for v in evaluation.verdicts)
 
 
-def test_one_call_loop_scores_by_probability_with_no_extra_call():
-    """In the default one-call loop the probability verdicts cost no call, and history says so."""
+def test_one_call_loop_records_probabilities_with_no_extra_call():
+    """In the default one-call loop the probabilities cost no call: recorded beside the written
+    verdicts by default, deciding with ``score_by="probability"``, and kept in the history."""
     runs = {}
-    for mode in ("agree", None):
+    for mode, score_by in (("agree", "verbal"), ("agree", "probability"), (None, "verbal")):
         with ScriptedLLMServer(logprobs=mode) as srv:
             client = chat(srv)
             orch = CorrectiveRAGOrchestrator(
                 ListRetriever(DOCS),
-                LLMEvaluator(client, cache=VerdictCache(0)),
+                LLMEvaluator(client, cache=VerdictCache(0), score_by=score_by),
                 LLMRewriter(client),
                 top_k=2,
                 min_relevant=5,
             )
-            runs[mode] = (orch.run(QUESTION, max_iterations=2), srv.request_count)
-    (with_p, calls_p), (without, calls) = runs["agree"], runs[None]
-    assert calls == calls_p
-    assert with_p.iterations == without.iterations
-    sources = {v.score_source for rec in with_p.history for v in rec.verdicts}
-    assert {"logprob"} == sources
-    again = from_dict(RunResult, json.loads(json.dumps(to_dict(with_p))))
-    assert {"logprob"} == {v.score_source for rec in again.history for v in rec.verdicts}
+            runs[mode, score_by] = (orch.run(QUESTION, max_iterations=2), srv.request_count)
+    (recorded, calls_r), (decided, calls_p), (without, calls) = runs.values()
+    assert calls == calls_p == calls_r
+    assert recorded.iterations == decided.iterations == without.iterations
+    for run, source in ((recorded, "verbal"), (decided, "logprob")):
+        again = from_dict(RunResult, json.loads(json.dumps(to_dict(run))))
+        verdicts = [v for rec in again.history for v in rec.verdicts]
+        assert {source} == {v.score_source for v in verdicts}
+        assert all(v.probability in (pytest.approx(0.8), pytest.approx(0.2)) for v in verdicts)
+    assert {None} == {v.probability for rec in without.history for v in rec.verdicts}
 
 
 def test_ids_map_to_their_own_value_and_escaped_keys_are_not_read():
@@ -164,23 +166,22 @@ def test_one_listed_side_is_bounded_by_the_smallest_listed_probability():
     assert 1 / 3 == pytest.approx(word_probability(yes))
 
 
-def test_calibration_maps_the_threshold_onto_the_relevant_boundary():
-    """P(true) at the threshold scores 0.5; above it relevant, below it not; monotone."""
-    assert (True, 0.5, 0.5) == calibrated(0.3, 0.3)
-    assert calibrated(0.29, 0.3)[0] is False
-    scores = [calibrated(p / 10, 0.3)[1] for p in range(11)]
-    assert scores == sorted(scores) and (0.0, 1.0) == (scores[0], scores[-1])
-
-
 def test_malformed_logprobs_from_a_server_are_ignored():
-    """Untrusted logprobs: a wrong type, NaN or too many tokens read as none; extras are cut."""
+    """Untrusted logprobs: a wrong type or too many tokens read as none, extras are cut, and a
+    NaN or a positive log probability is kept as sent but gives no probability."""
     good = {"token": "a", "logprob": -0.1, "top_logprobs": [{"token": "b", "logprob": -1}] * 30}
     assert 20 == len(read_logprobs({"content": [good]})[0].top)
     assert read_logprobs({"content": [{"token": 1, "logprob": 0}]}) is None
-    assert read_logprobs({"content": [{"token": "a", "logprob": float("nan")}]}) is None
+    nan = {
+        "token": "true",
+        "logprob": float("nan"),
+        "top_logprobs": [{"token": "false", "logprob": -1}],
+    }
+    read = read_logprobs({"content": [nan]})  # kept as sent; the probability reader refuses it
+    assert read is not None and side_probability(read[0], "true", "false") is None
     assert read_logprobs({"content": [good] * 20_000}) is None
     assert read_logprobs("content") is None
-    assert 0.0 == read_logprobs({"content": [{"token": "a", "logprob": 0.5}]})[0].logprob
+    assert 0.5 == read_logprobs({"content": [{"token": "a", "logprob": 0.5}]})[0].logprob
 
 
 def test_logprobs_keyword_is_checked():
@@ -191,7 +192,7 @@ def test_logprobs_keyword_is_checked():
         with pytest.raises(ConfigError):
             LLMEvaluator(chat(srv), threshold=1.0)
         client = chat(srv)
-        for wrong in (True, "5", 21, -1):
+        for wrong in ("5", 21, -1):
             with pytest.raises(InputError, match="logprobs"):
                 client.complete([{"role": "user", "content": "hi"}], logprobs=wrong)
     assert ChatReply("x").logprobs is None

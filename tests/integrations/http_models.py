@@ -4,7 +4,10 @@ What a provider package (langchain-openai, llama-index-llms-openai) does, cut to
 need, so that only ``langchain-core`` and ``llama-index-core`` are installed: messages go out as
 OpenAI chat messages; ``temperature`` and ``max_tokens`` come from the model's fields; a bound
 tool becomes ``response_format`` ``json_schema`` and the JSON reply comes back as the tool call;
-usage comes back as the framework reports it.
+usage comes back as the framework reports it. Token probabilities go out as ``ChatOpenAI`` and
+LlamaIndex's ``OpenAI`` send them (``logprobs`` / ``top_logprobs`` fields, here on the
+``Logprob...`` models; or LangChain call keywords bound on any model) and come back where they
+put them (``response_metadata["logprobs"]``; the raw reply).
 """
 
 from __future__ import annotations
@@ -79,9 +82,10 @@ class HTTPChatModel(BaseChatModel):
             "model": self.model_name,
             "messages": [{"role": _LC_ROLES[m.type], "content": m.content} for m in messages],
         }
-        for name in ("temperature", "max_tokens"):
-            if getattr(self, name) is not None:
-                body[name] = getattr(self, name)
+        for name in ("temperature", "max_tokens", "logprobs", "top_logprobs"):
+            value = kwargs.get(name, getattr(self, name, None))
+            if value is not None:
+                body[name] = value
         tools = kwargs.get("tools") or []
         if tools:
             function = tools[0]["function"]
@@ -91,6 +95,8 @@ class HTTPChatModel(BaseChatModel):
         content = choice["message"]["content"]
         usage = reply.get("usage") or {}
         meta = {"model_name": reply.get("model"), "finish_reason": choice.get("finish_reason")}
+        if choice.get("logprobs") is not None:
+            meta["logprobs"] = choice["logprobs"]
         if tools:
             call = {"name": tools[0]["function"]["name"], "args": json.loads(content), "id": "c1"}
             message = AIMessage(content="", tool_calls=[call], response_metadata=meta)
@@ -105,6 +111,13 @@ class HTTPChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
+class LogprobHTTPChatModel(HTTPChatModel):
+    """The model with ``ChatOpenAI``'s ``logprobs`` and ``top_logprobs`` fields."""
+
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+
+
 class PlainHTTPChatModel(HTTPChatModel):
     """The same model without tool binding: no structured output."""
 
@@ -116,8 +129,8 @@ def _li_body(llm: Any, messages: Sequence[ChatMessage]) -> dict[str, Any]:
         "model": llm.model_name,
         "messages": [{"role": m.role.value, "content": m.content or ""} for m in messages],
     }
-    for name in ("temperature", "max_tokens"):
-        if getattr(llm, name) is not None:
+    for name in ("temperature", "max_tokens", "logprobs", "top_logprobs"):
+        if getattr(llm, name, None) is not None:
             body[name] = getattr(llm, name)
     return body
 
@@ -207,3 +220,10 @@ class ToolHTTPLLM(FunctionCallingLLM, HTTPLLM):
                 tool_id="c1", tool_name=call["name"], tool_kwargs=json.loads(call["args"])
             )
         ]
+
+
+class LogprobHTTPLLM(HTTPLLM):
+    """The LLM with LlamaIndex ``OpenAI``'s ``logprobs`` and ``top_logprobs`` fields."""
+
+    logprobs: bool | None = None
+    top_logprobs: int | None = None

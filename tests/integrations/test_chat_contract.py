@@ -3,6 +3,7 @@ and both framework adapters, and a chat model that ignores it fails it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -10,7 +11,14 @@ from typing import Any
 
 import pytest
 import requests
-from http_models import HTTPLLM, HTTPChatModel, PlainHTTPChatModel, ToolHTTPLLM
+from http_models import (
+    HTTPLLM,
+    HTTPChatModel,
+    LogprobHTTPChatModel,
+    LogprobHTTPLLM,
+    PlainHTTPChatModel,
+    ToolHTTPLLM,
+)
 
 from corrective_rag.calls import Retries
 from corrective_rag.errors import LLMResponseError
@@ -32,6 +40,17 @@ class TestLangChainChatModel(ChatModelContract):
         return LangChainChatModel(HTTPChatModel(base_url=base_url, api_key=api_key))
 
 
+class TestLangChainChatModelWithLogprobFields(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return LangChainChatModel(LogprobHTTPChatModel(base_url=base_url, api_key=api_key))
+
+
+class TestLangChainChatModelBindingLogprobs(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        model = HTTPChatModel(base_url=base_url, api_key=api_key)
+        return LangChainChatModel(model, bind_logprobs=True)
+
+
 class TestLangChainChatModelWithoutStructuredOutput(ChatModelContract):
     def make_model(self, base_url: str, api_key: str) -> ChatModel:
         return LangChainChatModel(PlainHTTPChatModel(base_url=base_url, api_key=api_key))
@@ -40,6 +59,11 @@ class TestLangChainChatModelWithoutStructuredOutput(ChatModelContract):
 class TestLlamaIndexChatModel(ChatModelContract):
     def make_model(self, base_url: str, api_key: str) -> ChatModel:
         return LlamaIndexChatModel(HTTPLLM(base_url=base_url, api_key=api_key))
+
+
+class TestLlamaIndexChatModelWithLogprobFields(ChatModelContract):
+    def make_model(self, base_url: str, api_key: str) -> ChatModel:
+        return LlamaIndexChatModel(LogprobHTTPLLM(base_url=base_url, api_key=api_key))
 
 
 class TestLlamaIndexFunctionCallingChatModel(ChatModelContract):
@@ -128,6 +152,29 @@ class _RetryingClient:
         return self.inner.complete(messages, **kw)
 
 
+class _DroppingClient:
+    """The package's client behind a wrapper that asks for token probabilities and drops them."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.inner = OpenAIChatClient(base_url, "s", api_key=api_key)
+
+    def complete(self, messages: Sequence[Mapping[str, str]], **kw: Any) -> ChatReply:
+        return dataclasses.replace(self.inner.complete(messages, **kw), logprobs=None)
+
+
+class _LiteralClient:
+    """The package's client behind a wrapper that reads ``logprobs=True`` as OpenAI's default
+    ``top_logprobs``, 0: no alternative, from which no judge reads a probability."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.inner = OpenAIChatClient(base_url, "s", api_key=api_key)
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], *, logprobs: Any = None, **kw: Any
+    ) -> ChatReply:
+        return self.inner.complete(messages, logprobs=0 if logprobs is True else logprobs, **kw)
+
+
 def _failed(make_model: Any) -> set[str]:
     with pytest.raises(AssertionError) as failure:
         check_chat_model(make_model, hold_seconds=2.0)
@@ -142,3 +189,11 @@ def test_a_model_that_never_asks_for_json_fails_the_json_check():
 def test_a_model_that_retries_a_401_fails_the_retry_check():
     """A model sending a refused key five times fails the 401/403 check alone."""
     assert {"test_a_401_or_403_is_sent_once"} == _failed(_RetryingClient)
+
+
+def test_a_model_that_drops_or_misreads_logprobs_fails_the_logprob_check():
+    """A model that asks and drops what came back, or reads True as 0 alternatives, fails the
+    token-probability check alone."""
+    check = {"test_logprobs_are_asked_as_openai_asks_and_handed_on"}
+    assert check == _failed(_DroppingClient)
+    assert check == _failed(_LiteralClient)

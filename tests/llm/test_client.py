@@ -278,3 +278,16 @@ def test_structured_fallback_is_thread_safe():
     assert ["{}"] * 8 == [r.text for r in results]
     assert "json_object" == client.structured_mode
     assert "{}" == late.text
+
+
+def test_logprobs_follow_openais_convention(server):
+    """True asks 5 alternatives, an int 0..20 that many, False and None none; others refused."""
+    client, _ = make(server)
+    for given, sent in ((True, (True, 5)), (0, (True, 0)), (20, (True, 20)), (False, None)):
+        client.complete(HELLO, logprobs=given)
+        request = server.requests[-1]
+        got = (request["logprobs"], request["top_logprobs"]) if "logprobs" in request else None
+        assert sent == got, given
+    for wrong in ("5", 21, -1, 2.5):
+        with pytest.raises(InputError, match="logprobs"):
+            client.complete(HELLO, logprobs=wrong)

@@ -82,6 +82,19 @@ def test_a_key_in_the_query_string_is_kept_after_the_path_and_masked():
     assert "http://h:1/v1?api_key=***&api-version=2" == chat.base_url
 
 
+def test_a_password_in_the_url_and_an_api_key_are_refused_together():
+    """``user:pw@`` and an API key would both need the Authorization header (requests sends the
+    Basic one and the key never reaches the server): one ConfigError, showing neither."""
+    from corrective_rag.errors import ConfigError
+
+    key = "sk-test-0123456789abcdef"
+    with pytest.raises(ConfigError, match="user:password@ and an api_key") as info:
+        OpenAIChatClient(f"http://user:{PASSWORD}@127.0.0.1:9/v1", "m", api_key=key)
+    assert PASSWORD not in str(info.value) and key not in str(info.value)
+    OpenAIChatClient("http://127.0.0.1:9/v1", "m", api_key=key)  # each alone is fine
+    OpenAIChatClient(f"http://user:{PASSWORD}@127.0.0.1:9/v1", "m")
+
+
 # -- issue 41 item 6: redirects ---------------------------------------------------------------
 
 

@@ -3,6 +3,8 @@ the environment says, and replaced by torch where nothing can be written."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -20,6 +22,7 @@ from corrective_rag.models import onnx_embedder, onnx_export
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.models.onnx_embedder import OnnxEmbedder
 from corrective_rag.models.onnx_export import (
+    REFERENCE_TEXTS,
     STALE_AFTER,
     check_file,
     clean_stale_exports,
@@ -59,6 +62,18 @@ def _zero_token_embeddings(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def _exported_again(folder: Path, torch_vectors: np.ndarray) -> str:
+    """Why a fresh embedder over ``folder`` rejected its cached export; it exported it again
+    and now embeds torch's vectors."""
+    embedder = OnnxEmbedder(cache_dir=folder, cache_size=0)
+    with capture_logs() as logs:
+        vectors = embedder.embed(TEXTS)
+    assert 1 == embedder.exports
+    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
+    (rejected,) = [e for e in logs if e["event"] == "onnx_export_rejected"]
+    return str(rejected["reason"])
+
+
 @pytest.mark.parametrize("keep_time", [False, True], ids=["new-mtime", "size-and-mtime-kept"])
 def test_an_altered_export_is_exported_again_never_used(
     float32_dir, tmp_path, torch_vectors, keep_time
@@ -75,13 +90,72 @@ def test_an_altered_export_is_exported_again_never_used(
     tampered = onnx_embedder._Runtime(model_source(OnnxEmbedder().name), path, None)
     a, b = tampered.encode(list(UNRELATED), 1)
     assert float(a @ b) > 0.9  # what the old code embedded with, silently
-    embedder = OnnxEmbedder(cache_dir=tmp_path, cache_size=0)
-    with capture_logs() as logs:
-        vectors = embedder.embed(TEXTS)
-    assert 1 == embedder.exports
-    np.testing.assert_allclose(torch_vectors, vectors, atol=2e-5)
-    (rejected,) = [e for e in logs if e["event"] == "onnx_export_rejected"]
-    assert ("reference texts" if keep_time else "sha256") in rejected["reason"]
+    reason = _exported_again(tmp_path, torch_vectors)
+    assert ("reference texts" if keep_time else "sha256") in reason
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_forged_export_with_a_record_rewritten_to_match_is_exported_again(
+    float32_dir, tmp_path, torch_vectors
+):
+    """Issue 48 item 5: a tampered export whose record was rewritten to match it (its sha256,
+    size, mtime and its own vectors of the reference texts) passed, and every text embedded
+    alike. The reference now ships with the package: the forgery is refused, exported again."""
+    path = _copy_export(float32_dir, tmp_path)
+    _zero_token_embeddings(path)
+    tampered = onnx_embedder._Runtime(model_source(OnnxEmbedder().name), path, None)
+    info = path.stat()
+    forged = {
+        "sha256": _sha256(path),
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+        "precision": "float32",
+        "texts": list(REFERENCE_TEXTS),
+        "vectors": tampered.encode(list(REFERENCE_TEXTS), 1).tolist(),
+    }
+    record_path(path).write_text(json.dumps(forged), encoding="utf-8")
+    assert check_file(path, read_record(path)) is None  # the record describes the forged file
+    assert "reference texts" in _exported_again(tmp_path, torch_vectors)
+
+
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        (b"[" * 200_000, "larger than 65,536 bytes"),
+        (b"[" * 1_000, "nested deeper than"),
+        (b'{"sha256": "\xff\xfe"}', "not UTF-8"),
+        (None, "a device, not a regular file"),
+        (b'{"sha256": "x"}', "not an export record"),
+    ],
+    ids=["200000-brackets", "1000-brackets", "not-utf8", "device", "fields-missing"],
+)
+def test_a_hostile_export_record_is_one_line_and_an_export_again(
+    float32_dir, tmp_path, record, reason
+):
+    """Issue 48 item 4: an export record of 200,000 ``[`` made every embed fail with
+    RecursionError. A record that is hostile or damaged is refused in one line naming it, and
+    the export is taken as unverified (exported again, as the next test shows)."""
+    path = _copy_export(float32_dir, tmp_path)
+    record_path(path).unlink()
+    if record is None:
+        record_path(path).symlink_to("/dev/zero")
+    else:
+        record_path(path).write_bytes(record)
+    folder = model_source(OnnxEmbedder().name)
+    runtime, problem = onnx_embedder._verified(folder, path, None, "float32", lambda: None)
+    assert runtime is None
+    assert f"{record_path(path)}: " in problem and reason in problem and "\n" not in problem
+
+
+def test_a_record_of_200000_brackets_is_exported_again(float32_dir, tmp_path, torch_vectors):
+    """The whole way: a record of 200,000 ``[`` costs one export again, never a failed embed."""
+    path = _copy_export(float32_dir, tmp_path)
+    record_path(path).write_bytes(b"[" * 200_000)
+    assert "larger than" in _exported_again(tmp_path, torch_vectors)
+    assert 4 == len(read_record(path).__slots__)  # a record of the new kind was written
 
 
 def test_check_file_hashes_only_a_file_whose_size_or_time_changed(float32_dir, tmp_path):

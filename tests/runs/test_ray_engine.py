@@ -227,3 +227,30 @@ def test_cli_batch_on_ray_refuses_a_store_folder_for_the_right_reason(tmp_path, 
     err = capsys.readouterr().err
     assert "--ray needs a store server" in err
     assert "locked" not in err
+
+
+def test_ray_workers_run_the_judge_the_profile_chose(cluster, tmp_path):
+    """The judge profile read where the batch starts travels in the options to the workers: a
+    worker (which reads no profile file) judges by probability at the profile's threshold,
+    where without the profile it judges by the written verdicts."""
+    from judge_replies import Written, graded_judge
+
+    from corrective_rag.cli.main import main
+    from corrective_rag.cli.wiring import Options, RunnerFactory
+    from corrective_rag.evaluate import JudgeProfile
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "moons.txt").write_text("Ganymede is the largest moon of Jupiter.")
+    assert 0 == main(["index", str(tmp_path / "docs"), "--store", str(tmp_path / "store")])
+    profile = JudgeProfile.of("logprob", model="scripted", threshold=0.9)
+    sources = {}
+    with ScriptedLLMServer(faults=graded_judge(lambda q, d: Written(True, 0.9, 0.9, 0.8))) as srv:
+        for how, judge in (("none", None), ("profile", profile)):
+            opts = Options(
+                store=str(tmp_path / "store"), llm_url=srv.base_url, model="scripted", judge=judge
+            )
+            out = tmp_path / f"{how}.jsonl"
+            _batch(_queries(["largest moon of Jupiter"]), RunnerFactory(opts), out, RayEngine())
+            (record,) = read_results(out)
+            sources[how] = {v.score_source for r in record.result.history for v in r.verdicts}
+    assert {"none": {"verbal"}, "profile": {"logprob"}} == sources

@@ -9,7 +9,7 @@ import chromadb
 import pytest
 from structlog.testing import capture_logs
 
-from corrective_rag.store.chroma import HNSW, folder_opener, open_collection
+from corrective_rag.store.chroma_open import HNSW, folder_opener, open_collection
 
 
 def _hnsw(collection) -> dict:
@@ -70,7 +70,7 @@ class _BusyCollection:
 
 def test_raising_ef_search_waits_out_another_clients_write(monkeypatch) -> None:
     """sqlite's "database is locked" (another client writing the folder) is tried again."""
-    from corrective_rag.store import chroma
+    from corrective_rag.store import chroma_open as chroma
 
     waits: list[float] = []
     monkeypatch.setattr(chroma.time, "sleep", waits.append)

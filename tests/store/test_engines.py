@@ -21,7 +21,8 @@ def test_importing_the_store_facade_imports_no_engine() -> None:
     code = (
         "import sys, corrective_rag.store.hybrid\n"
         "print(sorted(m for m in sys.modules if m in "
-        "('corrective_rag.store.qdrant', 'corrective_rag.store.chroma')))"
+        "('corrective_rag.store.qdrant', 'corrective_rag.store.chroma',"
+        " 'corrective_rag.store.chroma_open')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "[]" == done.stdout.strip()

@@ -63,7 +63,7 @@ def test_beir_corpus_indexes_title_with_text(tmp_path) -> None:
 def test_bad_jsonl_names_file_and_line(tmp_path) -> None:
     """Invalid JSON, a missing id and an empty record are reported with file name and line."""
     path = tmp_path / "bad.jsonl"
-    for line, needle in (("{not json", "invalid JSON"), ('{"text": "x"}', "'id'")):
+    for line, needle in (("{not json", "not valid JSON"), ('{"text": "x"}', "'id'")):
         path.write_text('{"id": "ok", "text": "fine"}\n' + line + "\n")
         with pytest.raises(InputError, match=rf"bad\.jsonl:2: .*{needle}"):
             load_documents(path)

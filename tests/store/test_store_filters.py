@@ -22,6 +22,7 @@ from corrective_rag.testing.filter_contract import (
     filter_mismatches,
     reference_matches,
 )
+from corrective_rag.types import Document
 
 
 @pytest.fixture(scope="module", params=["chroma", "qdrant"])
@@ -376,3 +377,39 @@ def test_an_in_list_goes_to_chroma_as_one_in_per_type(values, expected) -> None:
     from corrective_rag.store.chroma_where import to_chroma_where
 
     assert expected == to_chroma_where({"a": {"$in": values}})
+
+
+@pytest.mark.parametrize("engine", ["chroma", "qdrant"])
+def test_integers_at_2_53_read_alike_and_past_it_are_refused(engine: str) -> None:
+    """Issue 48 item 8: chroma, Qdrant and the reference answered 2**53 + 1 differently (a
+    64-bit float reads it as 2**53). Metadata and filters past 2**53 are refused up front with
+    one InputError; at the edge (2**53, 2**53 - 1, their floats, 2.0**60) every engine reads
+    every comparison as the reference does."""
+    if engine == "qdrant":
+        pytest.importorskip("qdrant_client", reason="needs the qdrant extra")
+    edge = 2**53
+    values = {"a": edge, "b": edge - 1, "c": -edge, "d": float(edge), "e": 2.0**60, "f": 1.5}
+    docs = [Document(k, f"doc {k}", {"n": v}) for k, v in values.items()]
+    for bad in (edge + 1, -edge - 1, 2**64):
+        with pytest.raises(InputError, match="past 2"):
+            Document("x", "text", {"n": bad})
+    made = (
+        HybridStore.qdrant(":memory:", embedder=LetterEmbedder())
+        if engine == "qdrant"
+        else HybridStore.in_memory(embedder=LetterEmbedder())
+    )
+    try:
+        made.add(docs)
+        operands = [edge, edge - 1, -edge, float(edge), 2.0**60, 1.5]
+        ops = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"]
+        for op in ops:
+            for x in operands:
+                where = {"n": {op: [x, 1] if op in ("$in", "$nin") else x}}
+                assert sorted(expected_ids(where, docs)) == sorted(made.ids(where=where)), where
+        for where in ({"n": edge + 1}, {"n": {"$in": [-edge - 1]}}, {"n": {"$lt": 2**63}}):
+            with pytest.raises(InputError, match="past 2"):
+                made.ids(where=where)
+            with pytest.raises(InputError, match="past 2"):
+                reference_matches(where, {})
+    finally:
+        made.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from corrective_rag.errors import Cancelled, LLMError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.execution.failures import llm_failure
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import error_line, ok_line

@@ -42,7 +42,7 @@ from typing import IO, Any, Protocol
 from corrective_rag.calls.scope import call_scope
 from corrective_rag.errors import ConfigError, InputError, LLMResponseError
 from corrective_rag.inputs import check_int
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.execution.attempt import (
     Finished,
     Runners,
@@ -58,6 +58,7 @@ from corrective_rag.runs.execution.queries import (
     in_shard,
     read_queries,
 )
+from corrective_rag.runs.records.jsonl import MAX_RECORD_LINE_BYTES
 from corrective_rag.runs.records.paths import same_file
 from corrective_rag.runs.records.results import (
     ResultRecord,
@@ -128,16 +129,25 @@ class _Writer:
             raise InputError(f"another batch is writing to {path}") from exc
 
     def write(self, obj: Mapping[str, Any]) -> None:
-        obj = redact_tree(dict(obj), self._secrets)
-        try:
-            data = (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate in an error message: escape, never crash
-            data = (json.dumps(obj, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
+        data = self._encoded(obj)
+        if len(data) > MAX_RECORD_LINE_BYTES:  # a line no reader would take back: say so
+            too_long = InputError(
+                f"the run's result is {len(data):,} bytes as JSON, more than a results line "
+                f"holds ({MAX_RECORD_LINE_BYTES:,})"
+            )
+            data = self._encoded(error_line(obj["id"], obj["query"], too_long, obj["seconds"]))
         view = memoryview(data)
         while view:  # os.write may write less than asked; never leave half a line behind
             view = view[os.write(self._fd, view) :]
         if self._fsync:
             os.fsync(self._fd)
+
+    def _encoded(self, obj: Mapping[str, Any]) -> bytes:
+        obj = redact_tree(dict(obj), self._secrets)
+        try:
+            return (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in an error message: escape, never crash
+            return (json.dumps(obj, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
 
     def close(self) -> None:
         os.close(self._fd)

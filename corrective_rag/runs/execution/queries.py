@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.inputs import check_query, is_blank, is_int
+from corrective_rag.inputs import MAX_QUERY_BYTES, check_query, is_blank, is_int
 from corrective_rag.runs.records.jsonl import iter_jsonl
 from corrective_rag.types import MAX_ID_LENGTH
+
+# A line holds one question (at most MAX_QUERY_BYTES of UTF-8, up to 6 bytes per character once
+# escaped as JSON), its id and a few extra fields; a file, a million of them.
+MAX_QUERIES_LINE_BYTES = 6 * MAX_QUERY_BYTES + (64 << 10)
+MAX_QUERIES_BYTES = 4 << 30
 
 __all__ = ["Query", "check_ids", "check_shard", "in_shard", "parse_shard", "read_queries"]
 
@@ -88,17 +93,23 @@ def read_queries(path: str | os.PathLike[str]) -> list[Query]:
     Each non-blank line must be a JSON object with a non-empty string ``id`` (or ``_id``) and
     ``query`` (or ``text``); numbers as ids are accepted and turned into strings.
 
+    The file is read through :mod:`corrective_rag.inputs.files`: a FIFO or a device is refused
+    unread, and a line longer than a question can be (:data:`MAX_QUERIES_LINE_BYTES`) before it
+    is held whole.
+
     Raises:
-        InputError: naming the file and line, for a missing file, a line that is not a JSON
+        InputError: naming the file and line, for a missing file or one that is not a regular
+            file, a line too long, not UTF-8 or nested too deeply, a line that is not a JSON
             object, a missing or blank id or query, an id over 512 characters, or an id seen
             on an earlier line, or one that looks the same (see :func:`check_ids`).
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"queries file not found: {p}")
     queries: list[Query] = []
     seen: dict[str, tuple[str, int]] = {}  # id key -> (id, line)
-    for lineno, obj in iter_jsonl(p):
+    lines = iter_jsonl(p, max_bytes=MAX_QUERIES_BYTES, max_line_bytes=MAX_QUERIES_LINE_BYTES)
+    for lineno, obj in lines:
         where = f"{p}: line {lineno}"
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.execution.attempt import Runners, RunOne, attempt
 from corrective_rag.runs.execution.queries import Query
 from corrective_rag.runs.records.results import error_line

@@ -15,14 +15,20 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from corrective_rag.errors import ConfigError, InputError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.records.codec import from_dict, to_dict
-from corrective_rag.runs.records.jsonl import iter_appended, torn_tail
+from corrective_rag.runs.records.jsonl import (
+    MAX_RECORD_LINE_BYTES,
+    decode_line,
+    iter_appended,
+    torn_start,
+)
 from corrective_rag.types import RunResult
 
 # HistoryStore and result_from_json and result_to_json: their home is corrective_rag.runs
@@ -61,25 +67,45 @@ def result_from_json(text: str) -> RunResult:
     return from_dict(RunResult, data)
 
 
+def _open_appending(path: Path) -> IO[bytes]:
+    """``path`` opened to read and append, created if missing; refused unless a regular file.
+
+    Opened without blocking first: a FIFO would make an appender wait for ever, and a device
+    (``/dev/zero``) never end its tail.
+    """
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"history path {path} is not a regular file")
+    if getattr(os, "O_NONBLOCK", 0):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "a+b")
+
+
 def _settle_tail(fh: IO[bytes], path: Path) -> None:
     """Before an append: cut a torn last line, so that it never ends up inside the file.
 
     A tail that is whole JSON lacks only its newline (written by hand, or by another tool): it
-    gets one instead, and stays.
+    gets one instead, and stays. Only the tail is read (scanned back from the end).
     """
-    fh.seek(0)
-    data = fh.read()
-    tail = torn_tail(data)
-    if not tail:
+    size = fh.seek(0, os.SEEK_END)
+    start = torn_start(fh, size)
+    if start == size:
         return
-    try:
-        json.loads(tail)
-    except (ValueError, RecursionError):
-        fh.truncate(len(data) - len(tail))
-        log.warning("history_torn_line_removed", path=str(path), bytes=len(tail))
-    else:
+    whole = size - start <= MAX_RECORD_LINE_BYTES
+    if whole:
+        fh.seek(start)
+        try:
+            decode_line(fh.read(size - start), str(path))
+        except InputError:
+            whole = False
+    if whole:
         fh.seek(0, os.SEEK_END)
         fh.write(b"\n")
+    else:
+        fh.truncate(start)
+        log.warning("history_torn_line_removed", path=str(path), bytes=size - start)
     fh.seek(0, os.SEEK_END)
 
 
@@ -100,8 +126,13 @@ class HistoryStore:
     def append(self, result: RunResult) -> None:
         """Add ``result`` as one line, after fencing off a torn last line if there is one."""
         line = result_to_json(result) + "\n"
+        if len(line.encode("utf-8")) > MAX_RECORD_LINE_BYTES:  # what could never be read back
+            raise InputError(
+                f"run {result.run_id!r} is {len(line.encode('utf-8')):,} bytes as JSON, more "
+                f"than a history line holds ({MAX_RECORD_LINE_BYTES:,})"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as fh:
+        with _open_appending(self.path) as fh:
             if fcntl is not None:
                 fcntl.flock(fh, fcntl.LOCK_EX)
             try:

@@ -15,9 +15,9 @@ may hold several lines for one id (an error, then the ok line of a rerun): the l
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +25,14 @@ from typing import Any
 
 from corrective_rag.errors import InputError
 from corrective_rag.inputs import is_number
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.logs import get_logger
 from corrective_rag.runs.records.codec import from_dict, to_dict
-from corrective_rag.runs.records.jsonl import iter_appended
+from corrective_rag.runs.records.jsonl import (
+    MAX_RECORD_LINE_BYTES,
+    decode_line,
+    iter_appended,
+    torn_start,
+)
 from corrective_rag.types import RunResult
 
 # ResultRecord and read_results: their home is corrective_rag.runs
@@ -114,29 +119,18 @@ def repair_torn_tail(path: str | os.PathLike[str]) -> int:
     if not p.exists():
         return 0
     with p.open("rb+") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise InputError(f"{p} is not a regular file: refusing to change it")
+        size = fh.seek(0, os.SEEK_END)
         if size == 0:
             return 0
-        # Scan backwards in blocks for the last newline; results lines can be long.
-        pos = size
-        block = 65536
-        last_newline = -1
-        while pos > 0 and last_newline < 0:
-            start = max(0, pos - block)
-            fh.seek(start)
-            chunk = fh.read(pos - start)
-            idx = chunk.rfind(b"\n")
-            if idx >= 0:
-                last_newline = start + idx
-            pos = start
-        keep = last_newline + 1
+        keep = torn_start(fh, size)
         if keep == size:
             return 0
         fh.seek(keep)
-        tail = fh.read(size - keep)
+        tail = fh.read(min(size - keep, MAX_RECORD_LINE_BYTES + 1))
         fh.seek(0)
-        first = fh.readline() if keep else b""
+        first = fh.readline(MAX_RECORD_LINE_BYTES + 1) if keep else b""
         _check_torn(p, first, tail)
         fh.truncate(keep)
         fh.flush()
@@ -147,8 +141,8 @@ def repair_torn_tail(path: str | os.PathLike[str]) -> int:
 
 def _is_results_line(data: bytes) -> bool:
     try:
-        obj = json.loads(data)
-    except ValueError:
+        obj = decode_line(data, "results line")
+    except InputError:  # not UTF-8, not JSON, nested too deeply
         return False
     return isinstance(obj, dict) and "id" in obj and obj.get("status") in (STATUS_OK, STATUS_ERROR)
 
@@ -160,9 +154,9 @@ def _check_torn(path: Path, first: bytes, tail: bytes) -> None:
     results line does and is not whole JSON; the file's first line must be a results line.
     """
     try:
-        json.loads(tail)
+        decode_line(tail, str(path))
         whole = True
-    except ValueError:
+    except InputError:
         whole = False
     start = b'{"id": '  # how every line the batch writer writes begins
     # Whole JSON lacking its newline is ours only when it is a results line (a write cut just
@@ -222,10 +216,12 @@ def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
     short by a crash) is skipped with a warning; any other malformed line is an error naming it.
 
     Raises:
-        InputError: when the file is missing or a complete line is not a valid record.
+        InputError: when the file is missing or not a regular file (a FIFO, a device), a line
+            is longer than ``jsonl.MAX_RECORD_LINE_BYTES``, or a complete line is not a valid
+            record.
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"results file not found: {p}")
     return [_decode(obj, lineno, str(p)) for lineno, obj in iter_appended(p)]
 

@@ -23,7 +23,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from corrective_rag.errors import InputError
+from corrective_rag.errors import InputError, cut_text
+from corrective_rag.inputs import read_bounded_lines
 from corrective_rag.runs.records.codec import from_dict, to_dict
 from corrective_rag.runs.records.results import ResultRecord, latest_records
 from corrective_rag.runs.reports.html_assets import SCRIPT, STYLE
@@ -33,7 +34,6 @@ from corrective_rag.runs.reports.html_text import (
     MAX_BARS,
     MAX_ROWS,
     RUNS_BYTES,
-    clip,
     esc,
     num,
 )
@@ -46,6 +46,7 @@ __all__ = ["found_share", "read_qrels", "render_html", "write_html"]
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> document id -> grade (> 0: relevant)
 
 MAX_QRELS_BYTES = 512 * 1024 * 1024  # a qrels file larger than this is not a qrels file
+MAX_QRELS_LINE_BYTES = 4096  # two ids of at most 512 characters (4 UTF-8 bytes each) and a score
 
 
 # -- qrels ---------------------------------------------------------------------------------------
@@ -54,30 +55,33 @@ MAX_QRELS_BYTES = 512 * 1024 * 1024  # a qrels file larger than this is not a qr
 def read_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
     """Read BEIR qrels (``query-id<TAB>corpus-id<TAB>score``, with or without a header line).
 
+    Read through :mod:`corrective_rag.inputs.files`: bytes counted as read (not the size a
+    device claims), a FIFO refused unread, each line bounded before it is held.
+
     Raises:
-        InputError: the file is missing, too large, or a line is not three tab-separated fields
-            with an integer score.
+        InputError: the file is missing or not a regular file, too large, or a line is too
+            long, not UTF-8, or not three tab-separated fields with an integer score.
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"qrels file {p} does not exist")
-    if p.stat().st_size > MAX_QRELS_BYTES:
-        raise InputError(f"qrels file {p} is larger than {MAX_QRELS_BYTES} bytes")
     qrels: dict[str, dict[str, int]] = {}
-    with p.open(encoding="utf-8-sig", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            fields = line.rstrip("\r\n").split("\t")
-            if not line.strip():
-                continue
-            if len(fields) != 3:
-                raise InputError(f"{p}:{number}: expected query-id, corpus-id and score (tabs)")
-            try:
-                grade = int(fields[2])
-            except ValueError:
-                if number == 1:
-                    continue  # the header line
-                raise InputError(f"{p}:{number}: score {fields[2]!r} is not an integer") from None
-            qrels.setdefault(fields[0], {})[fields[1]] = grade
+    lines = read_bounded_lines(p, max_bytes=MAX_QRELS_BYTES, max_line_bytes=MAX_QRELS_LINE_BYTES)
+    for number, raw in lines:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p}:{number}: not UTF-8 text (byte {exc.start})") from None
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise InputError(f"{p}:{number}: expected query-id, corpus-id and score (tabs)")
+        try:
+            grade = int(fields[2])
+        except ValueError:
+            if number == 1:
+                continue  # the header line
+            raise InputError(f"{p}:{number}: score {fields[2]!r} is not an integer") from None
+        qrels.setdefault(fields[0], {})[fields[1]] = grade
     return qrels
 
 
@@ -201,8 +205,8 @@ def _table(
         link = f'<a href="#q-{n}">{ident}</a>' if n in shown else ident
         cells = {
             "n": _cell(n, str(n), True),
-            "id": _cell(clip(rec.id, CELL_CHARS), link, False),
-            "question": _cell(clip(rec.query, CELL_CHARS), esc(rec.query, CELL_CHARS), False),
+            "id": _cell(cut_text(rec.id, CELL_CHARS), link, False),
+            "question": _cell(cut_text(rec.query, CELL_CHARS), esc(rec.query, CELL_CHARS), False),
             "found": _cell(-1 if share is None else share, num(share, ".0%"), True),
             "seconds": _cell(rec.seconds, f"{rec.seconds:.2f}", True),
         }

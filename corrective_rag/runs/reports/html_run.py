@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from corrective_rag.errors import cut_text
 from corrective_rag.runs.records.results import ResultRecord
 from corrective_rag.runs.reports.diff import diff_runs
 from corrective_rag.runs.reports.html_text import (
@@ -19,7 +20,6 @@ from corrective_rag.runs.reports.html_text import (
     MAX_VERDICT_ROWS,
     RUN_BYTES,
     TEXT_CHARS,
-    clip,
     esc,
     num,
 )
@@ -49,6 +49,9 @@ def _verdict_cells(verdict: Verdict) -> str:
     reason = verdict.reasoning
     if verdict.missing:
         reason += f" (missing: {', '.join(verdict.missing)})"
+    if verdict.probability is not None:  # the model's token probability, recorded or deciding
+        decided = "decided" if verdict.score_source == "logprob" else "recorded"
+        reason += f" [P(true) {verdict.probability:.2f}, {decided}]"
     return (
         f'<td>{esc(label)}</td><td class="num">{num(verdict.score)}</td>'
         f'<td class="num">{num(verdict.confidence)}</td><td>{esc(reason)}</td>'
@@ -186,7 +189,7 @@ def _diff_block(text: str) -> str:
     styles = {"+": "add", "-": "del", "~": "chg"}
     lines = []
     cut = len(text) > DIFF_CHARS
-    for line in clip(text, DIFF_CHARS).splitlines():
+    for line in cut_text(text, DIFF_CHARS).splitlines():
         css = styles.get(line[:1]) if not line.startswith(("---", "+++")) else None
         lines.append(f'<span class="{css}">{esc(line)}</span>' if css else esc(line))
     if cut:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import html
 import math
 
+from corrective_rag.errors import cut_text
 from corrective_rag.text.display import printable
 
-__all__ = ["clip", "esc", "num"]
+__all__ = ["esc", "num"]
 
 TEXT_CHARS = 2000  # of a kept document shown in the page (the results file holds all of it)
 # What keeps the page a few MB (a browser opens it at once; 218 MB took 93 s to write):
@@ -36,14 +37,9 @@ RUNS_BYTES = 3_000_000  # the timelines together
 RUN_BYTES = 300_000  # one question's timeline
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` up to ``limit`` characters; a longer one says how long it was."""
-    return text if len(text) <= limit else f"{text[:limit]} … ({len(text):,} characters)"
-
-
 def esc(value: object, limit: int = FIELD_CHARS) -> str:
-    """Any value as page text: cut, control characters escaped, HTML-escaped (quotes too)."""
-    return html.escape(printable(clip(str(value), limit), keep_newlines=True), quote=True)
+    """Any value as page text: cut (saying its length), control characters escaped, HTML-escaped."""
+    return html.escape(printable(cut_text(str(value), limit), keep_newlines=True), quote=True)
 
 
 def num(value: float | None, spec: str = ".2f") -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrective_rag.errors import InputError
+from corrective_rag.errors import InputError, cut_text
 from corrective_rag.runs.records.results import ResultRecord
 from corrective_rag.runs.reports.cells import NONE, rewrite_cell
 from corrective_rag.runs.reports.table import TABLE_CELL_WIDTH, render_table
@@ -70,9 +70,7 @@ def render_run(result: RunResult) -> str:
         for index, cell in cells
         if cut(cell, TABLE_CELL_WIDTH) != cut(cell, len(cell) + 1)
     ]
-    question = result.question
-    if len(question) > QUESTION_CHARS:
-        question = f"{question[:QUESTION_CHARS]} … ({len(question):,} characters)"
+    question = cut_text(result.question, QUESTION_CHARS)
     lines = [f"question: {printable(question)}", render_table(result)]
     if rewrites:
         lines += ["rewrites:", *rewrites]

@@ -3,7 +3,7 @@
 A judge that calls every document relevant makes the loop keep everything and gain nothing
 (measured: a 0.5B instruct model agreed with the qrels on 0.405 of documents and called all of
 them relevant), and nothing tells the user before a long batch. :func:`check_judge` grades the
-built-in pairs (:data:`~corrective_rag.evaluate.check_pairs.CHECK_PAIRS`), one evaluate call per
+built-in pairs (:data:`~corrective_rag.evaluate.check.pairs.CHECK_PAIRS`), one evaluate call per
 question, and returns the figures with the reasons, if any, not to use the judge. The whole
 check has one deadline (:data:`CHECK_SECONDS` by default): a server that drips its replies
 cannot hold it for the calls' timeouts added up (8 questions at 60 s each: 483 s measured).
@@ -11,14 +11,16 @@ cannot hold it for the calls' timeouts added up (8 questions at 60 s each: 483 s
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from corrective_rag.calls.scope import call_scope
 from corrective_rag.calls.settings import finite
-from corrective_rag.errors import ConfigError, CorrectiveRAGError
-from corrective_rag.evaluate.check_pairs import CHECK_PAIRS, CheckPair
+from corrective_rag.errors import ConfigError
+from corrective_rag.evaluate.check.grading import grade_pairs
+from corrective_rag.evaluate.check.pairs import CHECK_PAIRS, CheckPair
+from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
 from corrective_rag.protocols import Evaluator
 from corrective_rag.types import Usage, Verdict
 
@@ -49,11 +51,12 @@ class JudgeCheck:
 
     Attributes:
         pairs: question-document pairs graded.
-        agreement: share of the pairs the judge got right (an ungraded pair is not right).
-        relevant_share: share of the graded pairs the judge called relevant (its decisions:
-            a judge that leaves some pairs ungraded and calls the rest relevant calls 1.0).
+        agreement: share of the pairs a run with this judge keeps exactly when relevant (an
+            ungraded pair is not right).
+        relevant_share: share of the graded pairs a run keeps (the policy's decisions: a judge
+            that leaves some pairs ungraded and keeps the rest keeps 1.0).
         expected_relevant_share: share of the pairs that are relevant.
-        near_miss_relevant_share: share of the near misses the judge called relevant.
+        near_miss_relevant_share: share of the near misses a run keeps.
         ungraded_share: share of the pairs the judge left ungraded (unreadable replies, errors).
         calls: LLM calls made (0 for a judge that makes none).
         seconds_per_call: the calls' mean time: their summed latency, or the check's time
@@ -62,6 +65,9 @@ class JudgeCheck:
         tokens_per_call: prompt plus completion tokens per call (0 without calls).
         problems: why the judge should not be used; empty when it passes.
         seconds: the whole check's time, measured.
+        judge: what was graded: kind, call shape and threshold (empty: an evaluator given as
+            it is).
+        policy: the filter policy whose keep decisions were counted.
     """
 
     pairs: int
@@ -75,6 +81,8 @@ class JudgeCheck:
     tokens_per_call: float
     problems: tuple[str, ...]
     seconds: float = 0.0
+    judge: str = ""
+    policy: str = "general"
 
     @property
     def passed(self) -> bool:
@@ -86,15 +94,19 @@ def check_judge(
     evaluator: Evaluator,
     pairs: Sequence[CheckPair] = CHECK_PAIRS,
     *,
+    policy: FilterPolicy | None = None,
     min_agreement: float = MIN_AGREEMENT,
     max_seconds: float | None = CHECK_SECONDS,
+    cancel: threading.Event | None = None,
 ) -> JudgeCheck:
     """Grade ``pairs`` with ``evaluator`` (one call per question) and judge the judge.
 
-    A call that raises (a strict evaluator, a server that went away) leaves that question's
-    pairs ungraded and its reason among the problems; it does not end the check. The calls
-    run in one call scope ending ``max_seconds`` from now (``None``: no bound but the calls'
-    own): a call in flight then ends, the questions left are not asked, their pairs stay
+    What is counted is what a run keeps: each verdict's keep decision under ``policy``
+    (:func:`~corrective_rag.evaluate.policy.decide`; ``general`` by default). A call that raises
+    (a strict evaluator, a server that went away) leaves that question's pairs ungraded and its
+    reason among the problems; it does not end the check. The calls run in one call scope
+    ending ``max_seconds`` from now (``None``: no bound but the calls' own) and cancelled by
+    ``cancel``: a call in flight then ends, the questions left are not asked, their pairs stay
     ungraded and the deadline is among the problems.
 
     Raises:
@@ -112,45 +124,39 @@ def check_judge(
         isinstance(max_seconds, bool) or not finite(max_seconds) or max_seconds <= 0
     ):
         raise ConfigError(f"max_seconds must be a positive number or None, got {max_seconds!r}")
-    by_question: dict[str, list[CheckPair]] = {}
-    for pair in pairs:
-        by_question.setdefault(pair.question, []).append(pair)
-    judged: list[tuple[CheckPair, Verdict | None]] = []
-    usage = Usage()
-    errors: list[str] = []
-    started = time.monotonic()
-    asked = 0
-    with call_scope(seconds=max_seconds):
-        for question, group in by_question.items():
-            if max_seconds is not None and time.monotonic() - started >= max_seconds:
-                judged += [(p, None) for p in group]  # the deadline passed: not asked
-                continue
-            asked += 1
-            try:
-                evaluation = evaluator.evaluate(question, [p.document for p in group])
-            except CorrectiveRAGError as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-                judged += [(p, None) for p in group]
-                continue
-            usage += evaluation.usage
-            judged += list(zip(group, evaluation.verdicts, strict=True))
-    wall = time.monotonic() - started
+    policy = policy or get_policy("general")
+    with call_scope(seconds=max_seconds, cancel=cancel):
+        grading = grade_pairs(evaluator, pairs)
+    judged = list(zip(pairs, grading.verdicts, strict=True))
     result = _result(
         judged,
-        usage,
-        wall=wall,
-        questions=len(by_question),
-        errors=errors,
+        grading.usage,
+        wall=grading.seconds,
+        questions=grading.questions,
+        errors=grading.errors,
         min_agreement=min_agreement,
+        policy=policy,
     )
     problems = result.problems
-    if max_seconds is not None and wall >= max_seconds:
+    if not grading.complete:
+        stopped = (
+            "it was interrupted"
+            if cancel is not None and cancel.is_set()
+            else (f"the check's deadline of {max_seconds:g} s passed after {grading.seconds:.1f} s")
+        )
         late = (
-            f"the check's deadline of {max_seconds:g} s passed after {wall:.1f} s "
-            f"({asked} of {len(by_question)} questions asked): too slow a judge, or raise it"
+            f"{stopped} ({grading.asked} of {grading.questions} questions asked): too slow a "
+            "judge, or raise --deadline"
         )
         problems = (late, *problems)
-    return replace(result, problems=problems, seconds=wall)
+    elif max_seconds is not None and grading.seconds >= max_seconds:
+        late = (
+            f"the check's deadline of {max_seconds:g} s passed after {grading.seconds:.1f} s "
+            f"({grading.asked} of {grading.questions} questions asked): too slow a judge, "
+            "or raise it"
+        )
+        problems = (late, *problems)
+    return replace(result, problems=problems, seconds=grading.seconds, policy=policy.name)
 
 
 def _result(
@@ -161,20 +167,23 @@ def _result(
     questions: int,
     errors: Sequence[str],
     min_agreement: float,
+    policy: FilterPolicy,
 ) -> JudgeCheck:
     n = len(judged)
+
+    def kept(v: Verdict | None) -> bool:
+        return v is not None and decide(v, policy) is Decision.KEEP
+
     graded = [(p, v) for p, v in judged if v is not None and v.graded]
-    called = sum(1 for _, v in graded if v.relevant)
+    called = sum(1 for _, v in graded if kept(v))
     near = [(p, v) for p, v in judged if p.near_miss]
     calls = usage.llm_calls
     result = JudgeCheck(
         pairs=n,
-        agreement=sum(1 for p, v in graded if v.relevant == p.relevant) / n,
+        agreement=sum(1 for p, v in graded if kept(v) == p.relevant) / n,
         relevant_share=called / len(graded) if graded else 0.0,
         expected_relevant_share=sum(1 for p, _ in judged if p.relevant) / n,
-        near_miss_relevant_share=(
-            sum(1 for _, v in near if v is not None and v.relevant) / len(near) if near else 0.0
-        ),
+        near_miss_relevant_share=(sum(1 for _, v in near if kept(v)) / len(near) if near else 0.0),
         ungraded_share=(n - len(graded)) / n,
         calls=calls,
         # Failed calls carry no latency: the check's own time is the floor of their sum.
@@ -197,13 +206,13 @@ def _with_problems(
         problems.append(f"no pair could be graded ({why})")
     elif result.relevant_share >= MAX_RELEVANT_SHARE:
         problems.append(
-            f"it called {result.relevant_share:.0%} of the documents it graded relevant "
-            f"({result.expected_relevant_share:.0%} are): the loop would keep everything"
+            f"a run keeps {result.relevant_share:.0%} of the documents it graded "
+            f"({result.expected_relevant_share:.0%} are relevant): the loop would keep everything"
         )
     elif result.relevant_share <= MIN_RELEVANT_SHARE:
         problems.append(
-            f"it called {result.relevant_share:.0%} of the documents it graded relevant "
-            f"({result.expected_relevant_share:.0%} are): the loop would keep nothing"
+            f"a run keeps {result.relevant_share:.0%} of the documents it graded "
+            f"({result.expected_relevant_share:.0%} are relevant): the loop would keep nothing"
         )
     if result.agreement < min_agreement:
         problems.append(

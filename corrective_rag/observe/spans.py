@@ -2,21 +2,25 @@
 
 The package traces through ``opentelemetry-api`` only, which does nothing until the application
 installs an SDK (``opentelemetry-sdk``) with an exporter: a library that traces is silent until
-asked, as it is with logging. Four spans, each the child of the one enclosing it:
+asked, as it is with logging. Four spans, each the child of the one enclosing it, named so
+that a trace reads as the loop (``iteration 2`` > ``retrieval rewrite``, ``grade: chat m``):
 
 * ``corrective_rag.run``: one :meth:`~corrective_rag.CorrectiveRAGOrchestrator.run` (or
   ``arun``, whose worker thread carries the caller's context), with the stop reason, the kept
   ids and the run's usage;
-* ``corrective_rag.iteration``: one iteration, with its CRAG action and kept ids;
-* ``retrieval``: one :meth:`~corrective_rag.HybridStore.retrieve` (or one query of a
+* ``iteration {n}``: iteration ``n`` (from 1), with its CRAG action and kept ids;
+* ``retrieval {lane}``: one :meth:`~corrective_rag.HybridStore.retrieve` (or one query of a
   ``retrieve_many``, whose queries are searched together: their spans last the whole search),
-  named and attributed as OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name``
-  ``retrieval``), with the query's lane (``question``, ``rewrite``, ``feedback``) when the loop
-  searched;
-* ``chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT span with
-  the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
+  attributed as OpenTelemetry's GenAI retrieval span (``gen_ai.operation.name``
+  ``retrieval``), named with the query's lane (``question``, ``rewrite``, ``feedback``) when the
+  loop searched, or the leg (``bm25``, ``dense``) of a one-leg search; plain ``retrieval``
+  otherwise;
+* ``{stage}: chat {model}``: one :meth:`~corrective_rag.OpenAIChatClient.complete`, a CLIENT
+  span with the GenAI semantic conventions' attributes (``gen_ai.operation.name``,
   ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.id``,
-  ``gen_ai.usage.input_tokens``, ...).
+  ``gen_ai.usage.input_tokens``, ...), named with the loop's stage that made the call
+  (:data:`STAGES`: ``grade``, ``rewrite``, ``refine``, ``answer``, ``check``; set with
+  :func:`stage`), or ``chat {model}`` for a call made outside a run.
 
 Each span also carries OpenInference's attributes (``openinference.span.kind`` ``CHAIN`` for
 the run and its iterations, ``RETRIEVER`` for a search with its documents' ids and scores,
@@ -28,12 +32,12 @@ Contents (the question, queries, prompts, replies, documents' ids aside) are rec
 would not send to a tracing backend. Exception messages can quote a server's reply, so a failed
 span carries the exception's type (``error.type``) and its message only with contents on.
 
-Every attribute is bounded, contents or not: a text holds at most :data:`MAX_ATTRIBUTE_CHARS`
-characters (a longer one is cut, ending in ``…[cut: N chars]`` with its whole length), a list at
-most :data:`MAX_ATTRIBUTE_ITEMS` items (a sibling ``<name>_original_length`` says how many it
-had), and the messages' JSON is cut message by message so it stays JSON. An exporter refuses an
-oversized batch whole, taking other runs' spans with it: one long question must not do that.
-docs/tracing.md has the attribute table.
+Every attribute is bounded, contents or not (:mod:`corrective_rag.observe.bounds`), so that
+an exporter never refuses a batch for one long question. docs/tracing.md has the attribute
+table.
+
+One concept, kept whole though long: each kind of span with its attributes in both conventions,
+read from the outcome of the call it wraps.
 """
 
 from __future__ import annotations
@@ -49,15 +53,22 @@ from urllib.parse import urlsplit
 
 from corrective_rag._version import __version__
 from corrective_rag.errors import ConfigError
-from corrective_rag.logs import get_logger
+from corrective_rag.observe.bounds import (
+    MAX_ATTRIBUTE_ITEMS,
+    MAX_NUMBERED_ITEMS,
+    bounded_attributes,
+    cut_attribute,
+    fitted_json,
+    json_value,
+    shared_texts,
+    shown_ids,
+)
+from corrective_rag.observe.logs import get_logger
 
+# MAX_ATTRIBUTE_*, STAGES, capture_content, content_captured: their home is corrective_rag.observe
 __all__ = [
-    "MAX_ATTRIBUTE_CHARS",
-    "MAX_ATTRIBUTE_ITEMS",
-    "MAX_NUMBERED_ITEMS",
-    "capture_content",
-    "content_captured",
     "lane",
+    "stage",
     "traced_chat",
     "traced_iteration",
     "traced_retrieval",
@@ -71,21 +82,6 @@ log: Any = get_logger(__name__)
 
 TRACER_NAME = "corrective_rag"
 NS = "corrective_rag."  # our attributes' namespace, as the conventions ask of custom ones
-
-# The bounds on one attribute. 8,192 characters hold a grading prompt of a few documents whole
-# and keep a span of a dozen captured attributes near 100 kB, far under the 4 MiB a gRPC
-# collector takes per batch by default (a 1 MiB question once made 9.4 MB of attributes in one
-# run, and the refused batch lost the spans of the runs beside it). 64 items hold any kept or
-# hit list a loop makes (top_k is at most 50 in the CLI) with room to spare.
-MAX_ATTRIBUTE_CHARS = 8192
-MAX_ATTRIBUTE_ITEMS = 64
-# Items spread over numbered attributes (a search's documents, a call's messages, as
-# OpenInference flattens them): at most 32 per span, as the SDK keeps 128 attributes a span by
-# default and drops the oldest past that (the span's kind and operation among them); 32
-# documents of 3 attributes leave room for the rest. Their texts share one budget, two
-# attributes' worth (a grading prompt of several documents whole).
-MAX_NUMBERED_ITEMS = 32
-SHARED_CHARS = 2 * MAX_ATTRIBUTE_CHARS
 
 # OpenInference (Arize Phoenix, Langfuse): what kind of step a span is, and its input/output.
 KIND = "openinference.span.kind"
@@ -102,6 +98,14 @@ class _Options:
 _OPT = _Options()
 _lane: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "corrective_rag_lane", default=None
+)
+# The loop's stages that call a model, as LLM spans are named: judging documents, writing the
+# next query (the rewriter's own call: in one-call mode the grading call proposes it), judging
+# the kept documents' strips (refinement), writing the answer, and checking that the documents
+# support it (the generator's support check).
+STAGES = ("grade", "rewrite", "refine", "answer", "check")
+_stage: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "corrective_rag_stage", default=None
 )
 
 
@@ -123,85 +127,6 @@ def content_captured() -> bool:
     return _OPT.contents
 
 
-def _cut(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in a marker with its whole length.
-
-    A text within the limit comes back whole; a longer one as its start and
-    ``…[cut: 1048576 chars]``, ``limit`` characters in all.
-    """
-    if len(text) <= limit:
-        return text
-    marker = f"…[cut: {len(text)} chars]"
-    return text[: max(0, limit - len(marker))] + marker
-
-
-def _bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """The attributes to set: ``None`` dropped, texts and lists cut to the bounds.
-
-    A list cut to :data:`MAX_ATTRIBUTE_ITEMS` items gets a sibling ``<name>_original_length``
-    (not ``<name>.original_length``: readers such as Phoenix nest dotted names, and a name
-    cannot be both a value and a parent).
-    """
-    out: dict[str, Any] = {}
-    for key, value in attributes.items():
-        if isinstance(value, str):
-            out[key] = _cut(value)
-        elif isinstance(value, (list, tuple)):
-            if len(value) > MAX_ATTRIBUTE_ITEMS:
-                out[key + "_original_length"] = len(value)
-            items = value[:MAX_ATTRIBUTE_ITEMS]
-            out[key] = [_cut(v) if isinstance(v, str) else v for v in items]
-        elif value is not None:
-            out[key] = value
-    return out
-
-
-def _fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
-    """How many characters of each text to keep so that they sum to at most ``budget``.
-
-    Short texts stay whole; the long ones share what is left equally (water-filling), so a
-    one-line system message survives beside a 1 MiB user message.
-    """
-    shares = [0] * len(lengths)
-    left = max(0, budget)
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    for n, i in enumerate(order):
-        shares[i] = min(lengths[i], left // (len(order) - n))
-        left -= shares[i]
-    return shares
-
-
-def _json_fitted(texts: Sequence[str], build: Callable[[list[str]], Any]) -> str:
-    """``build(texts)`` as JSON of at most :data:`MAX_ATTRIBUTE_CHARS` characters.
-
-    The texts are cut to fit (each cut one ending in the cut marker), so the value stays JSON
-    with every text in its place; only escapes past the slack left for them cut the JSON itself.
-    """
-    text = json.dumps(build(list(texts)), ensure_ascii=False)
-    if len(text) <= MAX_ATTRIBUTE_CHARS:
-        return text
-    frame = len(json.dumps(build([""] * len(texts)), ensure_ascii=False))
-    budget = MAX_ATTRIBUTE_CHARS - frame - 32 * len(texts)  # 32: a marker and a few escapes
-    shares = _fair_shares([len(t) for t in texts], budget)
-    fitted = [t if n >= len(t) else _cut(t, n) for t, n in zip(texts, shares, strict=True)]
-    return _cut(json.dumps(build(fitted), ensure_ascii=False))
-
-
-def _shared(texts: Sequence[str], budget: int = SHARED_CHARS) -> list[str]:
-    """``texts`` cut (with the marker) so that together they hold about ``budget`` characters."""
-    shares = _fair_shares([len(t) for t in texts], budget - 32 * len(texts))
-    return [t if n >= len(t) else _cut(t, max(n, 32)) for t, n in zip(texts, shares, strict=True)]
-
-
-def _json_value(fields: Mapping[str, Any], texts: Mapping[str, str | None]) -> str:
-    """``fields`` and the non-None ``texts`` as one JSON object within the text bound."""
-    given = {k: v for k, v in texts.items() if v is not None}
-    names = list(given)
-    return _json_fitted(
-        list(given.values()), lambda ts: {**fields, **dict(zip(names, ts, strict=True))}
-    )
-
-
 @contextlib.contextmanager
 def lane(name: str) -> Iterator[None]:
     """Searches inside this block belong to the query lane ``name`` (set by the loop)."""
@@ -210,6 +135,23 @@ def lane(name: str) -> Iterator[None]:
         yield
     finally:
         _lane.reset(token)
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """LLM calls inside this block belong to the loop's stage ``name``, one of :data:`STAGES`.
+
+    Set by the loop around each stage; it names the calls' spans (``grade: chat m``) and sets
+    their ``corrective_rag.stage``. Worker threads that copy the context (the evaluator's
+    parallel grading) carry it.
+    """
+    if name not in STAGES:
+        raise ConfigError(f"stage must be one of {', '.join(STAGES)}, got {name!r}")
+    token = _stage.set(name)
+    try:
+        yield
+    finally:
+        _stage.reset(token)
 
 
 def _tracing() -> bool:
@@ -254,12 +196,14 @@ def _span(
         opened = tracer.start_as_current_span(
             name,
             kind=kind,
-            attributes=_bounded(attributes),
+            attributes=bounded_attributes(attributes),
             record_exception=False,
             set_status_on_exception=False,
         )
     else:
-        opened = _ended(tracer.start_span(name, kind=kind, attributes=_bounded(attributes)))
+        opened = _ended(
+            tracer.start_span(name, kind=kind, attributes=bounded_attributes(attributes))
+        )
     with opened as span:
         try:
             yield span
@@ -267,7 +211,7 @@ def _span(
             if span.is_recording():
                 kind_name = f"{type(exc).__module__}.{type(exc).__qualname__}"
                 span.set_attribute("error.type", kind_name)
-                message = _cut(str(exc)) if _OPT.contents else kind_name
+                message = cut_attribute(str(exc)) if _OPT.contents else kind_name
                 span.set_status(Status(StatusCode.ERROR, message))
                 if _OPT.contents:
                     # the SDK's own event would carry the message and stack whole
@@ -276,7 +220,7 @@ def _span(
                         exc,
                         attributes={
                             "exception.message": message,
-                            "exception.stacktrace": _cut(stack),
+                            "exception.stacktrace": cut_attribute(stack),
                         },
                     )
             raise
@@ -304,7 +248,7 @@ def _record(span: Any, attributes: Callable[..., Mapping[str, Any]], *outcome: A
     except Exception as exc:
         log.debug("trace_attributes_skipped", span=getattr(span, "name", ""), error=repr(exc))
         return
-    span.set_attributes(_bounded(found))
+    span.set_attributes(bounded_attributes(found))
 
 
 # -- the run and its iterations ------------------------------------------------------------
@@ -344,8 +288,8 @@ def _run_attributes(result: Any) -> dict[str, Any]:
         "gen_ai.usage.input_tokens": total.prompt_tokens,
         "gen_ai.usage.output_tokens": total.completion_tokens,
         NS + "final_query": result.final_query if _OPT.contents else None,
-        "output.value": _json_value(
-            {"stop_reason": result.stop_reason.value, "kept_ids": _ids(result.kept_ids)},
+        "output.value": json_value(
+            {"stop_reason": result.stop_reason.value, "kept_ids": shown_ids(result.kept_ids)},
             {
                 "final_query": result.final_query if _OPT.contents else None,
                 "answer": result.answer.text if _OPT.contents and result.answer else None,
@@ -353,11 +297,6 @@ def _run_attributes(result: Any) -> dict[str, Any]:
         ),
         "output.mime_type": JSON,
     }
-
-
-def _ids(ids: Sequence[str]) -> list[str]:
-    """Ids for an output value: as many as a list attribute holds."""
-    return [_cut(i, 256) for i in ids[:MAX_ATTRIBUTE_ITEMS]]
 
 
 def traced_iteration(fn: F) -> F:
@@ -374,7 +313,7 @@ def traced_iteration(fn: F) -> F:
         }
         if _OPT.contents:
             start.update({NS + "query": query, "input.value": query, "input.mime_type": TEXT})
-        with _span("corrective_rag.iteration", start) as span:
+        with _span(f"iteration {index}", start) as span:
             outcome = fn(parts, st, index, query, *args, **kwargs)
             _record(span, _iteration_attributes, *outcome)
             return outcome
@@ -397,11 +336,11 @@ def _iteration_attributes(record: Any, ended: Any) -> dict[str, Any]:
         NS + "stop_reason": ended[0].value if ended is not None else None,
         "gen_ai.usage.input_tokens": record.usage.total.prompt_tokens,
         "gen_ai.usage.output_tokens": record.usage.total.completion_tokens,
-        "output.value": _json_value(
+        "output.value": json_value(
             {
                 "action": record.action.value if record.action is not None else None,
-                "kept_ids": _ids(record.kept_ids),
-                "dropped_ids": _ids(record.dropped_ids),
+                "kept_ids": shown_ids(record.kept_ids),
+                "dropped_ids": shown_ids(record.dropped_ids),
                 "stop_reason": ended[0].value if ended is not None else None,
             },
             {"next_query": rewrite.query if rewrite is not None and _OPT.contents else None},
@@ -423,7 +362,8 @@ def traced_retrieval(fn: F) -> F:
     def retrieve(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         if not _tracing():
             return fn(self, query, *args, **kwargs)
-        with _span("retrieval", _retrieval_start(self, query, _lane.get(), kwargs)) as span:
+        start = _retrieval_start(self, query, _lane.get(), kwargs)
+        with _span(_retrieval_name(start), start) as span:
             hits = fn(self, query, *args, **kwargs)
             _record(span, _hit_attributes, hits)
             return hits
@@ -448,11 +388,13 @@ def traced_retrievals(
         return
     outer = _lane.get()
     with contextlib.ExitStack() as stack:
-        spans = [
-            stack.enter_context(
-                _span("retrieval", _retrieval_start(source, query, name, kwargs), current=False)
-            )
+        starts = [
+            _retrieval_start(source, query, name, kwargs)
             for query, name in zip(queries, [*lanes, *[outer] * len(queries)], strict=False)
+        ]
+        spans = [
+            stack.enter_context(_span(_retrieval_name(start), start, current=False))
+            for start in starts
         ]
 
         def record(found: list[Any]) -> list[Any]:
@@ -471,7 +413,7 @@ def _retrieval_start(
     start = {
         "gen_ai.operation.name": "retrieval",
         KIND: "RETRIEVER",
-        "gen_ai.data_source.id": getattr(source, "collection_name", None),
+        "gen_ai.data_source.id": getattr(source, "data_source_id", None),
         # not gen_ai.request.top_k: that is the sampling parameter of a chat call
         "gen_ai.retrieval.top_k": kwargs.get("top_k"),
         NS + "lane": lane_name,
@@ -484,6 +426,12 @@ def _retrieval_start(
     return {k: v for k, v in start.items() if v is not None}
 
 
+def _retrieval_name(start: Mapping[str, Any]) -> str:
+    """``retrieval``, then the query's lane or the search's one leg: ``retrieval rewrite``."""
+    part = start.get(NS + "lane") or start.get(NS + "leg")
+    return f"retrieval {part}" if part else "retrieval"
+
+
 def _hit_attributes(hits: Any) -> dict[str, Any]:
     """The hits as GenAI documents and as OpenInference's numbered ``retrieval.documents``.
 
@@ -492,7 +440,7 @@ def _hit_attributes(hits: Any) -> dict[str, Any]:
     with contents on).
     """
     ids = [h.document.id for h in hits]
-    shown = [(_cut(str(h.document.id), 256), float(h.score)) for h in hits]
+    shown = [(cut_attribute(str(h.document.id), 256), float(h.score)) for h in hits]
     shown = shown[:MAX_NUMBERED_ITEMS]
     out: dict[str, Any] = {
         NS + "hits": len(ids),
@@ -505,7 +453,7 @@ def _hit_attributes(hits: Any) -> dict[str, Any]:
         out[f"retrieval.documents.{n}.document.id"] = doc_id
         out[f"retrieval.documents.{n}.document.score"] = score
     if _OPT.contents:
-        texts = _shared([str(h.document.text) for h in hits[: len(shown)]])
+        texts = shared_texts([str(h.document.text) for h in hits[: len(shown)]])
         for n, text in enumerate(texts):
             out[f"retrieval.documents.{n}.document.content"] = text
     return out
@@ -547,9 +495,14 @@ def traced_chat(fn: F) -> F:
                 default=str,  # a caller's odd value costs its exactness, never the call
             ),
         }
+        step = _stage.get()
+        if step is not None:
+            start[NS + "stage"] = step
         if _OPT.contents:
             start.update(_input_contents(messages))
         name = f"chat {model}" if model else "chat"
+        if step is not None:
+            name = f"{step}: {name}"
         attributes = {k: v for k, v in start.items() if v is not None}
         with _span(name, attributes, client=True) as span:
             reply = fn(self, messages, *args, **kwargs)
@@ -579,13 +532,13 @@ def _input_contents(messages: Any) -> dict[str, Any]:
     roles = [str(m.get("role")) for m in sent]
     out: dict[str, Any] = {
         "gen_ai.input.messages": _input_messages(sent),
-        "input.value": _json_fitted(
+        "input.value": fitted_json(
             [str(m.get("content")) for m in sent],
             lambda ts: [{"role": r, "content": t} for r, t in zip(roles, ts, strict=True)],
         ),
         "input.mime_type": JSON,
     }
-    texts = _shared([str(m.get("content")) for m in sent])
+    texts = shared_texts([str(m.get("content")) for m in sent])
     for n, (role, text) in enumerate(zip(roles, texts, strict=True)):
         out[f"llm.input_messages.{n}.message.role"] = role
         out[f"llm.input_messages.{n}.message.content"] = text
@@ -604,7 +557,7 @@ def _input_messages(messages: Any) -> str | None:
             for m, c in zip(sent, contents, strict=True)
         ]
 
-    return _json_fitted([str(m.get("content")) for m in sent], shaped)
+    return fitted_json([str(m.get("content")) for m in sent], shaped)
 
 
 def _reply_attributes(reply: Any) -> dict[str, Any]:
@@ -627,7 +580,7 @@ def _reply_attributes(reply: Any) -> dict[str, Any]:
             parts = [{"type": "text", "content": texts[0]}]
             return [{"role": "assistant", "parts": parts, "finish_reason": finish or ""}]
 
-        out["gen_ai.output.messages"] = _json_fitted([reply.text], shaped)
+        out["gen_ai.output.messages"] = fitted_json([reply.text], shaped)
         out.update(
             {
                 "output.value": reply.text,

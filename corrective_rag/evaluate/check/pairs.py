@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from corrective_rag.errors import ConfigError
+from corrective_rag.inputs import read_bounded_lines
+from corrective_rag.inputs.files import loads_bounded
 from corrective_rag.types import Document
 
 __all__ = ["CHECK_PAIRS", "CheckPair", "read_pairs"]
@@ -326,55 +329,66 @@ CHECK_PAIRS: tuple[CheckPair, ...] = (
 
 
 _MOST_PAIRS = 100_000  # a labelled file larger than this is no judge check
-_MOST_LINE_CHARS = 1_000_000
+_MOST_LINE_BYTES = 1_000_000
+_MOST_BYTES = 200_000_000  # 100,000 lines of 2 KB each, with room
+
+
+def _pair(row: object, number: int, where: str) -> CheckPair:
+    """One line's pair: question, text, relevant; optional id and title (as documents have)."""
+    if not isinstance(row, dict):
+        raise ConfigError(f"{where}:{number}: not a JSON object")
+    question, text, relevant = row.get("question"), row.get("text"), row.get("relevant")
+    if relevant in (0, 1) and not isinstance(relevant, bool):
+        relevant = bool(relevant)
+    ident = row.get("id", f"pair-{number}")
+    title = row.get("title", "")
+    if not (
+        isinstance(question, str)
+        and question.strip()
+        and isinstance(text, str)
+        and text.strip()
+        and isinstance(relevant, bool)
+        and isinstance(ident, str)
+        and ident.strip()
+        and isinstance(title, str)
+    ):
+        raise ConfigError(
+            f"{where}:{number}: need question (text), text (text) and relevant (true/false); "
+            "id and title, when given, are text"
+        )
+    if title.strip():  # as the loaders index a titled record: the title in front, and kept
+        return CheckPair(question, Document(ident, f"{title}\n{text}", {"title": title}), relevant)
+    return CheckPair(question, Document(ident, text), relevant)
 
 
 def read_pairs(path: str) -> tuple[CheckPair, ...]:
     """Labelled pairs from a JSON Lines file: ``{"question", "text", "relevant"}`` per line.
 
     ``relevant`` is ``true``/``false`` (``1``/``0`` too); an optional ``id`` names the document
-    (default ``pair-N``, N the line number). Blank lines are skipped.
+    (default ``pair-N``, N the line number) and an optional ``title`` is its title, as a
+    document's (the offline judge reads titles). Blank lines are skipped. Read through
+    :func:`corrective_rag.inputs.read_bounded_lines`: a device, a FIFO, a line of more than
+    1 MB, invalid UTF-8 or JSON nested too deep each end in one error naming the file.
 
     Raises:
-        ConfigError: the file cannot be read, a line is not such an object, or it has no pairs.
+        ConfigError: the file cannot be read, a line is not such an object, an id repeats
+            within a question, or it has no pairs.
     """
-    import json
-
-    from corrective_rag.errors import ConfigError
-
     pairs: list[CheckPair] = []
-    try:
-        with open(path, encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                if len(line) > _MOST_LINE_CHARS or len(pairs) >= _MOST_PAIRS:
-                    raise ConfigError(f"{path}:{number}: line or file too long for a judge check")
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    raise ConfigError(f"{path}:{number}: not JSON ({exc})") from None
-                question = row.get("question") if isinstance(row, dict) else None
-                text = row.get("text") if isinstance(row, dict) else None
-                relevant = row.get("relevant") if isinstance(row, dict) else None
-                if relevant in (0, 1) and not isinstance(relevant, bool):
-                    relevant = bool(relevant)
-                ident = row.get("id", f"pair-{number}") if isinstance(row, dict) else None
-                if not (
-                    isinstance(question, str)
-                    and question.strip()
-                    and isinstance(text, str)
-                    and text.strip()
-                    and isinstance(relevant, bool)
-                    and isinstance(ident, str)
-                ):
-                    raise ConfigError(
-                        f"{path}:{number}: need question (text), text (text) and relevant "
-                        "(true/false)"
-                    )
-                pairs.append(CheckPair(question, Document(ident, text), relevant))
-    except OSError as exc:
-        raise ConfigError(f"cannot read pairs from {path}: {exc}") from exc
+    seen: set[tuple[str, str]] = set()
+    lines = read_bounded_lines(
+        path, max_bytes=_MOST_BYTES, max_line_bytes=_MOST_LINE_BYTES, error=ConfigError
+    )
+    for number, line in lines:
+        if len(pairs) >= _MOST_PAIRS:
+            raise ConfigError(f"{path}: more than {_MOST_PAIRS:,} pairs: too many for a check")
+        row = loads_bounded(line, f"{path}:{number}", error=ConfigError)
+        pair = _pair(row, number, path)
+        key = (pair.question, pair.document.id)
+        if key in seen:
+            raise ConfigError(f"{path}:{number}: id {pair.document.id!r} repeats for its question")
+        seen.add(key)
+        pairs.append(pair)
     if not pairs:
         raise ConfigError(f"{path}: no pairs")
     return tuple(pairs)
