@@ -46,6 +46,7 @@ from corrective_rag.types import Document  # noqa: E402
 POSITIVES = 3  # relevant documents per question, as judge-check's pairs
 NEGATIVES = 3  # BM25's best-ranked non-relevant documents per question
 L2 = 1.0  # on the standardised weights (not the bias)
+POOL = 20  # fused ranks a loop's judge sees over a few iterations (k=5, up to 4 iterations)
 
 
 @dataclass(slots=True)
@@ -182,11 +183,29 @@ def check_pairs(question: Question) -> list[tuple[int, bool]]:
     return [(i, True) for i in question.relevant[:POSITIVES]] + [(i, False) for i in bad]
 
 
-def rows_of(corpus: Corpus, judge: LearnedEvaluator) -> Rows:
-    """Every question's check pairs with the judge's features (one call per question)."""
+def pool_pairs(question: Question) -> list[tuple[int, bool]]:
+    """Pairs from what a loop judges: the relevant and the non-relevant documents (up to 3 each)
+    among the question's ``POOL`` best fused ranks (of the two legs' top documents).
+
+    None when no relevant document is there (nothing to rank).
+    """
+    pool = sorted({*question.bm25, *question.dense}, key=lambda i: question.fused_rank[i])[:POOL]
+    relevant = set(question.relevant)
+    good = [i for i in pool if i in relevant][:POSITIVES]
+    bad = [i for i in pool if i not in relevant][:NEGATIVES]
+    return [(i, True) for i in good] + [(i, False) for i in bad] if good else []
+
+
+def rows_of(
+    corpus: Corpus,
+    judge: LearnedEvaluator,
+    pairs_of: Callable[[Question], list[tuple[int, bool]]] = check_pairs,
+) -> Rows:
+    """Every question's pairs (``check_pairs`` by default) with the judge's features, one call
+    per question."""
     features, labels, ranks, keys, questions = [], [], [], [], []
     for question in corpus.questions:
-        pairs = check_pairs(question)
+        pairs = pairs_of(question)
         if not pairs:
             continue
         docs = [corpus.documents[i] for i, _ in pairs]

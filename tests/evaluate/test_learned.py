@@ -63,7 +63,7 @@ def test_the_shipped_judge_records_its_data_and_out_of_sample_figures():
     folds = record["leave_one_collection_out"]["folds"]
     assert {s["folder"] for s in record["data"]} == set(folds)
     for fold in folds.values():
-        assert {"learned", "local", "all_relevant", "fused_rank", "in_sample"} <= set(fold)
+        assert {"learned", "local", "all_relevant", "fused_rank", "in_sample", "pool"} <= set(fold)
 
 
 def test_decisions_follow_the_threshold_and_confidence_is_the_chance_of_being_right(embedder):
