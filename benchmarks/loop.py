@@ -20,7 +20,9 @@ each stop reason (``stop_reasons``: ``enough_relevant`` runs judge fewer documen
 
     python benchmarks/loop.py HOTPOTQA_DIR --evaluator local --json loop-hotpotqa-local.json
 
-``--evaluator oracle`` judges from the qrels (an upper bound for the loop); ``--evaluator llm``
+``--evaluator learned`` judges with ``LearnedEvaluator`` (the learned offline judge) and rewrites
+with ``LocalRewriter``; ``--evaluator oracle`` judges from the qrels (an upper bound for the
+loop); ``--evaluator llm``
 uses ``LLMEvaluator`` / ``LLMRewriter`` over ``--llm-url`` and ``--model``, with ``--grading
 default`` (the library's defaults: ``LLMEvaluator(chat)``, ``LLMRewriter(chat)``), ``one-call``
 (``propose=True``) or ``two-call`` (``propose=False``); ``benchmarks/qrels_judge.py`` serves a
@@ -67,6 +69,7 @@ from benchmarks.retrievers import build_retriever
 from corrective_rag.calls import call_settings
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.cache import VerdictCache
+from corrective_rag.evaluate.learned import LearnedEvaluator
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import DEFAULT_WEIGHTS, LocalEvaluator
 from corrective_rag.evaluate.policy import Decision, FilterPolicy, decide, get_policy
@@ -140,6 +143,10 @@ def components(args: argparse.Namespace, collection: Collection, retriever: Any)
     if args.evaluator == "oracle":
         oracle = OracleEvaluator(collection, args.false_negative, args.false_positive)
         return oracle, LocalRewriter(idf=retriever.idf), oracle
+    if args.evaluator == "learned":
+        # it remembers nothing between calls: one judge serves both arms
+        learned = LearnedEvaluator(retriever.embedder, idf=retriever.idf)
+        return learned, LocalRewriter(idf=retriever.idf), learned
     if args.evaluator == "local":
         weights = replace(DEFAULT_WEIGHTS, cap=args.judge_cap)
         local = LocalEvaluator(retriever.embedder, idf=retriever.idf, weights=weights)
@@ -346,7 +353,9 @@ def agreement(verdicts: list[tuple[bool | None, bool]]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", help="collection folder in BEIR layout")
-    parser.add_argument("--evaluator", choices=["local", "oracle", "llm"], default="local")
+    parser.add_argument(
+        "--evaluator", choices=["local", "learned", "oracle", "llm"], default="local"
+    )
     parser.add_argument("--k", type=int, default=5, help="documents judged per iteration")
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--min-relevant", type=int, default=3)
@@ -426,13 +435,13 @@ def run(args: argparse.Namespace) -> int:
     collection = load_collection(args.data)
     embedder: Any = None
     if args.retriever == "bm25":
-        if args.evaluator == "local":
-            raise SystemExit("--retriever bm25 does not go with --evaluator local")
+        if args.evaluator in ("local", "learned"):
+            raise SystemExit(f"--retriever bm25 does not go with --evaluator {args.evaluator}")
         retriever: Any = BM25Retriever(collection)
     else:
         model = SentenceTransformerEmbedder()
         embedder = DiskCachedEmbedder(model, default_cache_path(model))
-    if embedder is not None and args.evaluator == "local":
+    if embedder is not None and args.evaluator in ("local", "learned"):
         retriever = build_retriever(collection, embedder)
     elif embedder is not None:  # the corpus's sentences are embedded ahead for the local judge
         from benchmarks.overhead import build_store

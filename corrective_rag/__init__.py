@@ -21,6 +21,7 @@ from corrective_rag._version import __version__
 
 if typing.TYPE_CHECKING:
     from corrective_rag.errors import CorrectiveRAGError
+    from corrective_rag.evaluate.learned import LearnedEvaluator
     from corrective_rag.evaluate.llm import LLMEvaluator
     from corrective_rag.evaluate.local import LocalEvaluator
     from corrective_rag.generate.llm import LLMGenerator
@@ -54,6 +55,7 @@ _HOMES = {
     "HybridStore": "corrective_rag.store.hybrid",
     "IterationRecord": "corrective_rag.types.runs",
     "LLMEvaluator": "corrective_rag.evaluate.llm",
+    "LearnedEvaluator": "corrective_rag.evaluate.learned",
     "LLMGenerator": "corrective_rag.generate.llm",
     "LLMRewriter": "corrective_rag.rewrite.llm",
     "LocalEvaluator": "corrective_rag.evaluate.local",
@@ -80,6 +82,7 @@ __all__ = [
     "LLMEvaluator",
     "LLMGenerator",
     "LLMRewriter",
+    "LearnedEvaluator",
     "LocalEvaluator",
     "LocalRewriter",
     "OpenAIChatClient",

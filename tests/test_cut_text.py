@@ -36,7 +36,9 @@ def test_within_policies_never_pass_the_limit_and_are_idempotent(
     once = cut_text(text, limit, policy)
     assert len(once) <= max(limit, 0)
     assert once == cut_text(once, limit, policy)
-    assert text.startswith(once[: len(once) - len(policy.marker)] if policy.marker else once)
+    mark = policy.marker.format(length=len(text), limit=max(limit, 0))
+    kept = once[: len(once) - len(mark)] if mark and once != text and once.endswith(mark) else once
+    assert text.startswith(kept)  # the text's start, then the marker as written (if it fit)
 
 
 def test_a_limit_shorter_than_the_marker_cuts_without_it() -> None:

@@ -65,6 +65,7 @@ def test_the_root_is_the_names_a_user_needs():
         "LLMEvaluator",
         "LLMGenerator",
         "LLMRewriter",
+        "LearnedEvaluator",
         "LocalEvaluator",
         "LocalRewriter",
         "OpenAIChatClient",

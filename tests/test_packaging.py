@@ -78,6 +78,7 @@ def test_every_library_the_benchmarks_import_is_declared():
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 modules.add(node.module.split(".")[0])
     modules -= set(sys.stdlib_module_names) | {"benchmarks", "corrective_rag"}
+    modules -= {path.stem for path in (ROOT / "scripts").glob("*.py")}  # the repository's own
     distributions = importlib.metadata.packages_distributions()
     for module in sorted(modules):
         names = {re.sub(r"[-_.]+", "-", d).lower() for d in distributions.get(module, [module])}

@@ -10,22 +10,42 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.protocols import Evaluator
 
-if TYPE_CHECKING:
-    from corrective_rag.evaluate.profile import JudgeProfile
 
-__all__ = ["CALL_SHAPES", "JUDGE_KINDS", "JudgeKind", "judge_kind"]
+class Declared(Protocol):
+    """What a builder reads of the profile it builds for.
+
+    A :class:`~corrective_rag.evaluate.profile.JudgeProfile`; the table does not import it, as
+    the profile imports the table.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def call_shape(self) -> str: ...
+
+    @property
+    def threshold(self) -> float | None: ...
+
+
+__all__ = ["CALL_SHAPES", "JUDGE_KINDS", "Declared", "JudgeKind", "judge_kind"]
 
 # The shapes of the call a judge makes: the JSON verdicts in the loop's one call (grading and
 # proposing the next query), in a call of their own (two-call), one yes/no call per document,
 # no call at all.
 CALL_SHAPES = ("one-call", "two-call", "pointwise", "offline")
 
-Build = Callable[["JudgeProfile", Any, Any, dict[str, Any]], Evaluator]
+Build = Callable[[Declared, Any, Any, dict[str, Any]], Evaluator]
+
+
+def _half() -> float:
+    """The threshold of a probability judge nobody measured: even odds."""
+    return 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +65,8 @@ class JudgeKind:
         family: kinds of one family grade with one and the same call (``judge-check`` grades
             the family once and applies each kind's decision to its verdicts).
         available: part of this version (a kind named ahead of its code is refused).
+        default_threshold: the threshold of a thresholded kind's profile that names none
+            (0.5 unless the kind ships a fitted one).
     """
 
     name: str
@@ -55,6 +77,7 @@ class JudgeKind:
     build: Build
     family: str
     available: bool = True
+    default_threshold: Callable[[], float] = _half
 
 
 def judge_kind(name: str) -> JudgeKind:
@@ -87,7 +110,7 @@ def _pointwise_prompt() -> str:
     return POINTWISE_PROMPT
 
 
-def _json_judge(profile: JudgeProfile, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
+def _json_judge(profile: Declared, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
     """The JSON verdict judge: as written (no threshold), or decided by P(true) at one."""
     from corrective_rag.evaluate.llm import LLMEvaluator
 
@@ -99,7 +122,7 @@ def _json_judge(profile: JudgeProfile, chat: Any, store: Any, options: dict[str,
 
 
 def _pointwise_judge(
-    profile: JudgeProfile, chat: Any, store: Any, options: dict[str, Any]
+    profile: Declared, chat: Any, store: Any, options: dict[str, Any]
 ) -> Evaluator:
     from corrective_rag.evaluate.pointwise import PointwiseEvaluator
 
@@ -111,9 +134,7 @@ def _pointwise_judge(
     )
 
 
-def _offline_judge(
-    profile: JudgeProfile, chat: Any, store: Any, options: dict[str, Any]
-) -> Evaluator:
+def _offline_judge(profile: Declared, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
     from corrective_rag.evaluate.local import LocalEvaluator
 
     if store is None:  # the embedder a default store has (ONNX Runtime for the shipped model)
@@ -126,8 +147,22 @@ def _offline_judge(
     )
 
 
-def _not_here(profile: JudgeProfile, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
-    raise ConfigError(NOT_HERE.format(kind=profile.kind))
+def _learned_judge(profile: Declared, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
+    from corrective_rag.evaluate.learned import LearnedEvaluator
+
+    threshold = cast(float, profile.threshold)  # a thresholded kind's profile has one
+    model = options.get("model")
+    if store is None:  # the embedder a default store has (ONNX Runtime for the shipped model)
+        from corrective_rag.models.onnx_embedder import default_embedder
+
+        return LearnedEvaluator(default_embedder(), threshold=threshold, model=model)
+    return LearnedEvaluator(store.embedder, threshold=threshold, model=model, idf=store.idf)
+
+
+def _learned_threshold() -> float:
+    from corrective_rag.evaluate.learned import read_learned_judge
+
+    return read_learned_judge().threshold
 
 
 NOT_HERE = "the {kind} judge is not part of this version of corrective_rag"
@@ -157,15 +192,16 @@ JUDGE_KINDS: Mapping[str, JudgeKind] = {
         _offline_judge,
         "offline",
     ),
-    # a learned cross-encoder judge (corrective_rag.evaluate.learned), added at merge
+    # the learned offline judge (corrective_rag.evaluate.learned): a logistic layer decided at
+    # a threshold, by default the one fitted with its shipped weights
     "learned": JudgeKind(
         "learned",
         False,
         True,
         lambda: "learned",
         lambda mode: "offline",
-        _not_here,
+        _learned_judge,
         "learned",
-        available=False,
+        default_threshold=_learned_threshold,
     ),
 }

@@ -90,7 +90,7 @@ from corrective_rag.types import (
 )
 
 # LocalEvaluator: its home is corrective_rag
-__all__ = ["DEFAULT_WEIGHTS", "verdict_score"]
+__all__ = ["DEFAULT_WEIGHTS", "check_judged", "verdict_score"]
 
 log: Any = get_logger(__name__)
 
@@ -224,7 +224,7 @@ class LocalEvaluator:
         contextual token embeddings inside it); any other embedder embeds the question, the
         documents and their sentences separately, in one call.
         """
-        _check(question, documents)
+        check_judged(question, documents)
         if not documents:
             return []
         spans = [judged_sentence_spans(d.text, self.max_sentences) for d in documents]
@@ -291,7 +291,7 @@ class LocalEvaluator:
         judged: Sequence[Document] = (),
     ) -> list[LocalFeatures]:
         """The complete evidence for each of ``documents``, compared with ``judged`` too."""
-        _check(question, documents)
+        check_judged(question, documents)
         context = _context_documents(judged, documents)
         if not documents:
             return []
@@ -329,7 +329,7 @@ class LocalEvaluator:
         (``weights.cap``) each earlier relevant verdict takes one of the question's slots.
         """
         docs = [j.document if isinstance(j, Judged) else j for j in judged]
-        _check(question, documents)
+        check_judged(question, documents)
         context = _context_documents(docs, documents)
         if not documents:
             return Evaluation((), Usage())
@@ -442,7 +442,8 @@ def judged_sentence_spans(text: str, limit: int) -> list[tuple[int, int]]:
     return sentence_spans(text, min_chars=MIN_SENTENCE_CHARS)[:limit] or [(0, len(text))]
 
 
-def _check(question: str, documents: Sequence[Document]) -> None:
+def check_judged(question: str, documents: Sequence[Document]) -> None:
+    """Raise ``InputError`` unless ``question`` is usable and ``documents`` a sequence of them."""
     check_query(question, what="question")
     if (
         isinstance(documents, str | bytes | Document)

@@ -137,11 +137,12 @@ class JudgeProfile:
     ) -> JudgeProfile:
         """The judge ``kind`` for ``model``, unmeasured, in the call a loop in ``call_mode`` makes.
 
-        A kind that takes a threshold gets 0.5 unless ``threshold`` says otherwise.
+        A kind that takes a threshold gets its default (0.5, or the threshold fitted with the
+        learned judge's shipped weights) unless ``threshold`` says otherwise.
         """
         spec = judge_kind(kind)
         if spec.thresholded and threshold is None:
-            threshold = 0.5
+            threshold = spec.default_threshold()
         return cls(
             kind,
             model,

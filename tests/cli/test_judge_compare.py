@@ -356,13 +356,11 @@ def test_a_folder_that_cannot_be_written_loses_no_figure(tmp_path, capsys):
     assert "cannot write the judge profile" in captured.err
 
 
-def test_unknown_and_unavailable_judges_are_refused(capsys):
-    """--judges with an unknown name, or the learned judge before it exists: exit 2, one line."""
+def test_unknown_judges_are_refused(capsys):
+    """--judges with an unknown name: exit 2, one line."""
     with ScriptedLLMServer() as server:
         assert 2 == main(_check(server, "--compare", "--judges", "oracle"))
         assert "--judges" in capsys.readouterr().err
-        assert 2 == main(_check(server, "--compare", "--judges", "learned"))
-        assert "learned judge is not part of this version" in capsys.readouterr().err
 
 
 def test_split_keeps_each_question_on_one_side():

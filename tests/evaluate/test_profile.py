@@ -19,7 +19,7 @@ import pytest
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate import JudgeProfile
-from corrective_rag.evaluate.kinds import JUDGE_KINDS
+from corrective_rag.evaluate.learned import LearnedEvaluator, read_learned_judge
 from corrective_rag.evaluate.llm import LLMEvaluator
 from corrective_rag.evaluate.local import LocalEvaluator
 from corrective_rag.evaluate.pointwise import PointwiseEvaluator
@@ -129,13 +129,14 @@ def test_a_profile_for_another_model_prompt_or_call_shape_is_refused_with_which(
     JudgeProfile.of("offline", model="m").check(model="anything")  # no model to differ
 
 
-def test_the_learned_kind_is_refused_with_one_line_until_it_exists():
-    """Named in the kinds table ahead of its code: refused when checked or built."""
-    assert "learned" in JUDGE_KINDS
+def test_the_learned_kind_builds_the_learned_judge_at_its_fitted_threshold():
+    """A learned profile that names no threshold decides at the shipped judge's fitted one."""
     profile = JudgeProfile.of("learned", model="offline")
-    for attempt in (profile.check, profile.evaluator):
-        with pytest.raises(ConfigError, match="learned judge is not part of this version"):
-            attempt()
+    assert read_learned_judge().threshold == profile.threshold
+    judge = profile.evaluator()
+    assert isinstance(judge, LearnedEvaluator)
+    assert profile.threshold == judge.threshold
+    assert 0.7 == JudgeProfile.of("learned", model="offline", threshold=0.7).evaluator().threshold
 
 
 @pytest.mark.parametrize(
