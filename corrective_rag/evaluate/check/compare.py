@@ -16,6 +16,9 @@ point. Beside the judges stands keeping every pair (the trivial rule).
 The judge chosen is the one with the best held-out F1 among those that may be chosen: graded
 completely, ranking no worse than chance (AUC >= 0.5), with a threshold that did not collapse
 to an end of (0, 1), and better than keeping everything. None may be: then nothing is chosen.
+
+One concept, left whole though a little past 450 lines: grading, fitting, figures and the choice
+are the steps of one comparison, and each step's rule is the run's, imported from where it lives.
 """
 
 from __future__ import annotations
