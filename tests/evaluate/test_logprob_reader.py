@@ -13,6 +13,14 @@ that change no behaviour, and why:
 - In ``_Places``, ``side="right"`` -> ``"left"`` only differs for an empty token ending where
   the value starts, which no decision token is; covered where it matters by
   ``test_an_empty_token_before_the_value_is_passed_over``.
+- In ``_Places``, ``text not in self.joined[first + 1 :]`` with ``first + 2``: the reply found
+  again one character on would have to be one character repeated (a period of 1), which no
+  reply holding a verdict is.
+
+Last full run (this file, ``test_logprob_verdicts.py`` and ``test_scoring.py`` against
+``logprobs.py`` and ``scoring.py``): 349 mutants, 343 killed, 1 timeout, 5 survivors: the one
+above, the three named in ``test_scoring.py``, and ``takes_logprobs`` answering True for an
+object without ``complete``, now killed by ``test_takes_logprobs_reads_the_keyword``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from benchmarks.logprob_reader import long_reply
 from corrective_rag.evaluate import spans
 from corrective_rag.evaluate.logprobs import (
     side_probability,
+    takes_logprobs,
     value_probabilities,
     word_probability,
 )
@@ -442,3 +451,23 @@ def test_thirty_thousand_verdicts_in_four_megabytes_are_all_read_right():
     assert expected == pytest.approx(value_probabilities(text, tokens))
     text, tokens, expected = long_reply(30_000, compact=True)
     assert expected == pytest.approx(value_probabilities(text, tokens))
+
+
+def test_takes_logprobs_reads_the_keyword():
+    """By name or ``**kwargs``: asked; without it, or without a ``complete`` at all: not asked."""
+
+    class Named:
+        def complete(self, messages, logprobs=None):
+            return messages
+
+    class Open:
+        def complete(self, messages, **options):
+            return messages
+
+    class Old:
+        def complete(self, messages, json_schema=None):
+            return messages
+
+    assert takes_logprobs(Named()) and takes_logprobs(Open())
+    assert not takes_logprobs(Old())
+    assert not takes_logprobs(object())
