@@ -24,13 +24,19 @@ class Declared(Protocol):
     """
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """The kind's name, a key of :data:`JUDGE_KINDS`."""
+        ...
 
     @property
-    def call_shape(self) -> str: ...
+    def call_shape(self) -> str:
+        """The call shape measured (:data:`CALL_SHAPES`)."""
+        ...
 
     @property
-    def threshold(self) -> float | None: ...
+    def threshold(self) -> float | None:
+        """The probability a thresholded judge decides at (None: the written verdict)."""
+        ...
 
 
 __all__ = ["CALL_SHAPES", "JUDGE_KINDS", "Declared", "JudgeKind", "judge_kind"]
