@@ -12,6 +12,11 @@ and this file): equivalent survivors, named so that a later run can tell them fr
 - ``_UNGRADED = -1.0`` changed to another value below 0: it only has to rank below every score.
 - ``DEGENERATE`` moved a little (0.01 to 0.011): no fitted threshold lies between.
 - the wording of the advice and the refusals past the parts asserted.
+- in ``_fitted``, ``base.threshold or 0.5`` with another default: only a thresholded kind is
+  fitted, and its profile always has a threshold.
+- in ``_fitted``, ``read and v is not None`` as ``read or v is not None``: differs only for an
+  ungraded verdict carrying a probability, which no grading produces.
+- in ``_load_model``, the text embedded: any text loads the model.
 """
 
 from __future__ import annotations
@@ -281,6 +286,7 @@ def test_an_offline_judges_model_loads_before_the_deadline_counts():
     is local, not a call): after a server's quick errors the deadline cut it short (14 s
     for a 5 s deadline, first question of the offline judge ungraded)."""
     from corrective_rag.calls.scope import deadline
+    from corrective_rag.evaluate.check.compare import _load_model
     from corrective_rag.evaluate.local import LocalEvaluator
     from corrective_rag.testing.filter_contract import LetterEmbedder
 
@@ -297,3 +303,48 @@ def test_an_offline_judges_model_loads_before_the_deadline_counts():
         ["offline"], PAIRS, model="m", policy=GENERAL, max_seconds=60, evaluators={"offline": judge}
     )
     assert [None] == first_use
+    _load_model(Table(lambda d: None))  # a judge of its own, without an embedder: nothing to load
+
+
+def _graded(verdicts):
+    from corrective_rag.evaluate.check.grading import Grading
+
+    return Grading(tuple(verdicts), Usage(), 0.0, (), 1, 1)
+
+
+def _p(n: int, p: float) -> Verdict:
+    return Verdict(f"d{n}", True, Relevance.MEDIUM, 0.6, 0.6, probability=p)
+
+
+LOGPROB_JUDGE = JudgeProfile.of("logprob", model="m")
+# the fit half: three pairs at P 0.35 (one relevant), one relevant at 0.85
+SCORED = [_p(0, 0.35), _p(1, 0.35), _p(2, 0.35), _p(3, 0.85)]
+SCORED_LABELS = [False, False, True, True]
+
+
+def test_the_fit_counts_what_a_run_keeps_of_verdicts_without_a_probability():
+    """Two irrelevant pairs graded without a probability, written high (a run keeps them at any
+    threshold): F1 at 0.6 falls to 0.40 and at 0.3 to 0.50, so 0.3 is fitted; ungraded pairs
+    (no verdict) are kept by no threshold, and the fit stays where the scored pairs put it
+    (0.6: a tie at F1 0.67 goes to the higher). Mutants that ignore these decisions fail."""
+    from corrective_rag.evaluate.check.compare import _fitted
+
+    labels = [*SCORED_LABELS, False, False]
+    written = [Verdict(f"h{n}", True, Relevance.HIGH, 0.9, 0.9) for n in range(2)]
+    assert 0.3 == pytest.approx(
+        _fitted(LOGPROB_JUDGE, _graded(SCORED + written), labels, range(6), GENERAL)
+    )
+    assert 0.6 == pytest.approx(
+        _fitted(LOGPROB_JUDGE, _graded([*SCORED, None, None]), labels, range(6), GENERAL)
+    )
+
+
+def test_the_fit_knows_the_policy_keeps_nothing_below_its_floor():
+    """Under the general policy a probability verdict is kept from P 0.3 at any threshold: two
+    relevant pairs at 0.2 and 0.25 cannot be kept, so the fit does not go down for them (0.15
+    would be F1 1.0 were they kept) and stays between 0.25 and 0.6."""
+    from corrective_rag.evaluate.check.compare import _fitted
+
+    verdicts = [_p(0, 0.2), _p(1, 0.25), _p(2, 0.1), _p(3, 0.6)]
+    fitted = _fitted(LOGPROB_JUDGE, _graded(verdicts), [True, True, False, True], range(4), GENERAL)
+    assert 0.425 == pytest.approx(fitted)

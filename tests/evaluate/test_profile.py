@@ -6,7 +6,13 @@ equivalent survivors, named so that a later run can tell them from new ones:
 
 - ``_MOST_BYTES`` changed by a little: any bound far above a real profile file holds.
 - the log event's name and fields in ``write_profiles``.
-- ``sort_keys``/``indent`` of the JSON written: the file reads back the same.
+- ``sort_keys``/``indent`` of the JSON written: the file reads back the same; ``allow_nan``:
+  every figure is checked finite before it is written; the encoding: ``json.dumps`` writes
+  ASCII.
+- the temporary file's ``prefix``: a name nobody reads; ``missing_ok`` of its removal after a
+  failed write: it exists there.
+- ``os.path.realpath`` taken of a path that is no link: the same file.
+- ``continue`` as ``break`` after the last measured figure (``auc``): nothing follows it.
 """
 
 from __future__ import annotations
@@ -181,6 +187,18 @@ def test_written_profiles_read_back_with_the_choice(tmp_path):
     assert JudgeProfile.read(path, model="m", required=False) is None
     with pytest.raises(ConfigError, match="chose no judge for model 'm'"):
         JudgeProfile.read(path, model="m")
+
+
+@pytest.mark.parametrize("edge", [0.0, 1.0])
+def test_measured_figures_at_their_ends_read_back(tmp_path, edge):
+    """A count of 0 and a share of exactly 0 or 1 are figures, not damage: they read back."""
+    path = tmp_path / "profile.json"
+    at_end = dataclasses.replace(
+        MEASURED, held_out_pairs=0, held_out_f1=edge, trivial_f1=edge, auc=edge
+    )
+    profile = dataclasses.replace(logprob(), measured=at_end)
+    write_profiles(path, "m", {"logprob": profile}, "logprob")
+    assert profile == JudgeProfile.read(path, model="m")
 
 
 def test_a_named_file_must_hold_the_model_and_a_default_one_may_be_missing(tmp_path):
