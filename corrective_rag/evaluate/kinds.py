@@ -157,12 +157,11 @@ def _learned_judge(profile: Declared, chat: Any, store: Any, options: dict[str, 
     from corrective_rag.evaluate.learned import LearnedEvaluator
 
     threshold = cast(float, profile.threshold)  # a thresholded kind's profile has one
-    model = options.get("model")
     if store is None:  # the embedder a default store has (ONNX Runtime for the shipped model)
         from corrective_rag.models.onnx_embedder import default_embedder
 
-        return LearnedEvaluator(default_embedder(), threshold=threshold, model=model)
-    return LearnedEvaluator(store.embedder, threshold=threshold, model=model, idf=store.idf)
+        return LearnedEvaluator(default_embedder(), threshold=threshold)
+    return LearnedEvaluator(store.embedder, threshold=threshold, idf=store.idf)
 
 
 def _learned_threshold() -> float:

@@ -32,6 +32,8 @@ from corrective_rag.evaluate.pointwise import PointwiseEvaluator
 from corrective_rag.evaluate.profile import Measured, read_profiles, write_profiles
 from corrective_rag.llm import prompts
 from corrective_rag.llm.client import OpenAIChatClient
+from corrective_rag.models.onnx_embedder import OnnxEmbedder
+from corrective_rag.types import Document
 
 MEASURED = Measured(
     pairs=27,
@@ -143,6 +145,29 @@ def test_the_learned_kind_builds_the_learned_judge_at_its_fitted_threshold():
     assert isinstance(judge, LearnedEvaluator)
     assert profile.threshold == judge.threshold
     assert 0.7 == JudgeProfile.of("learned", model="offline", threshold=0.7).evaluator().threshold
+    assert isinstance(judge.embedder, OnnxEmbedder) and judge.idf is None  # a default store's
+
+
+def test_the_learned_and_offline_kinds_read_with_the_runs_store():
+    """Given the run's store, the offline judges embed with its embedder and weigh the
+    question's terms by its idf."""
+    from corrective_rag.store.hybrid import HybridStore
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    embedder = LetterEmbedder()
+    with HybridStore.in_memory(embedder=embedder) as store:
+        moons = [
+            "Ganymede is the largest moon.",
+            "Titan is the haziest moon.",
+            "Io is the hottest.",
+        ]
+        store.add(
+            [Document(f"m{n}", text) for n, text in enumerate([*moons, "The sea.", "The sky."])]
+        )
+        for kind in ("learned", "offline"):
+            judge = JudgeProfile.of(kind, model="offline").evaluator(store=store)
+            assert judge.embedder is embedder, kind
+            assert judge.idf is not None and judge.idf("ganymede") > judge.idf("the"), kind
 
 
 @pytest.mark.parametrize(
