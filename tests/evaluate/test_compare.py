@@ -348,3 +348,22 @@ def test_the_fit_knows_the_policy_keeps_nothing_below_its_floor():
     verdicts = [_p(0, 0.2), _p(1, 0.25), _p(2, 0.1), _p(3, 0.6)]
     fitted = _fitted(LOGPROB_JUDGE, _graded(verdicts), [True, True, False, True], range(4), GENERAL)
     assert 0.425 == pytest.approx(fitted)
+
+
+def test_grading_reports_progress_and_refuses_a_wrong_count_of_verdicts():
+    """Each question asked is heard as (name, asked, questions, seconds); a judge answering
+    fewer verdicts than documents (against the contract) leaves that question ungraded with the
+    reason, instead of stopping the check with a ValueError."""
+    from corrective_rag.evaluate.check.grading import grade_pairs
+
+    heard = []
+    short = Table(lambda d: _written(d, 0.5))
+    short.evaluate = lambda question, documents: Evaluation(  # one verdict, whatever is sent
+        (_written(documents[0].id, 0.5),), Usage()
+    )
+    grading = grade_pairs(short, PAIRS, name="short", progress=lambda *told: heard.append(told))
+    assert [("short", n, 4) for n in range(1, 5)] == [told[:3] for told in heard]
+    assert all(told[3] >= 0.0 for told in heard)
+    assert set(grading.verdicts) == {None}
+    assert 4 == len(grading.errors)
+    assert grading.errors[0].startswith("EvaluatorError: 1 verdicts for 3 documents")

@@ -9,6 +9,18 @@ survivors, named so a later run can tell them from new ones:
 
 - ``EDGE`` 1e-4 changed to another tiny value: only a fit at an end of 0..1 meets the clamp.
 - the error messages' texts (asserted by their start only).
+- ``dtype=`` of the arrays built (float64 and bool are what numpy infers from these lists),
+  ``kind="stable"`` of the sort (ties have equal scores), ``searchsorted``'s side given as its
+  default, ``strict=`` of ``zip`` over lists of one length, and the rounding of F1 to 12 or 13
+  places.
+- in the F1 of each candidate: ``tp >= 0`` for ``tp > 0``, a factor 3 for 2, or a denominator
+  floored at 2: a sum of kept and relevant pairs of 1 has no true positive, and a common factor
+  does not move the best candidate.
+- the floors' bound ``<= 1.0`` as ``< 1.0`` or ``<= 2.0``: a policy's cut never passes 1.
+- Last run after the merges (this file with test_profile.py, test_compare.py and
+  tests/cli/test_judge_check.py against fit.py, grading.py and profile_file.py): 452 mutants,
+  387 killed; the survivors are these, those named in test_profile.py, and grading's progress
+  arguments and contract check, now killed in test_compare.py.
 """
 
 from __future__ import annotations

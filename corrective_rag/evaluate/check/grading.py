@@ -67,10 +67,11 @@ def grade_pairs(
 ) -> Grading:
     """Grade ``pairs`` with ``evaluator``: one evaluate call per question, its pairs together.
 
-    A call that raises one of the package's errors leaves its question's pairs ungraded and its
-    reason among the errors; the grading stops before the next question once the enclosing call
-    scope is cancelled or past its deadline (:func:`stopped`). ``progress`` hears of each
-    question asked, as ``(name, asked, questions, seconds)``.
+    A call that raises one of the package's errors, or answers another number of verdicts than
+    documents, leaves its question's pairs ungraded and its reason among the errors; the
+    grading stops before the next question once the enclosing call scope is cancelled or past
+    its deadline (:func:`stopped`). ``progress`` hears of each question asked, as
+    ``(name, asked, questions, seconds)``.
     """
     by_question: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
@@ -89,8 +90,14 @@ def grade_pairs(
             errors.append(f"{type(exc).__name__}: {exc}")
         else:
             usage += evaluation.usage
-            for i, verdict in zip(indexes, evaluation.verdicts, strict=True):
-                verdicts[i] = verdict
+            if len(evaluation.verdicts) != len(indexes):  # against the evaluator contract
+                errors.append(
+                    f"EvaluatorError: {len(evaluation.verdicts)} verdicts for"
+                    f" {len(indexes)} documents (one per document, in order)"
+                )
+            else:
+                for i, verdict in zip(indexes, evaluation.verdicts, strict=True):
+                    verdicts[i] = verdict
         if progress is not None:
             progress(name, asked, len(by_question), time.monotonic() - started)
     return Grading(
