@@ -8,6 +8,7 @@ adding a row.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -140,13 +141,22 @@ def _pointwise_judge(
     )
 
 
+@functools.cache
+def _default_embedder() -> Any:
+    """The embedder a default store has (ONNX Runtime for the shipped model), loaded once.
+
+    The offline and learned judges built without a store share it (judge-check compares both).
+    """
+    from corrective_rag.models.onnx_embedder import default_embedder
+
+    return default_embedder()
+
+
 def _offline_judge(profile: Declared, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
     from corrective_rag.evaluate.local import LocalEvaluator
 
-    if store is None:  # the embedder a default store has (ONNX Runtime for the shipped model)
-        from corrective_rag.models.onnx_embedder import default_embedder
-
-        return LocalEvaluator(default_embedder())
+    if store is None:
+        return LocalEvaluator(_default_embedder())
     known = ("weights", "max_sentences", "link_titles")
     return LocalEvaluator(
         store.embedder, idf=store.idf, **{k: options[k] for k in known if k in options}
@@ -157,10 +167,8 @@ def _learned_judge(profile: Declared, chat: Any, store: Any, options: dict[str, 
     from corrective_rag.evaluate.learned import LearnedEvaluator
 
     threshold = cast(float, profile.threshold)  # a thresholded kind's profile has one
-    if store is None:  # the embedder a default store has (ONNX Runtime for the shipped model)
-        from corrective_rag.models.onnx_embedder import default_embedder
-
-        return LearnedEvaluator(default_embedder(), threshold=threshold)
+    if store is None:
+        return LearnedEvaluator(_default_embedder(), threshold=threshold)
     return LearnedEvaluator(store.embedder, threshold=threshold, idf=store.idf)
 
 
