@@ -169,3 +169,14 @@ def test_judge_names_the_judge_to_check_and_local_llm_is_taken(tmp_path, capsys)
     assert "graded as         pointwise, threshold 0.500 (--judge)" in capsys.readouterr().out
     assert 1 == main(["judge-check", "--local-llm", str(tmp_path / "none.gguf")])
     assert "GGUF model not found" in capsys.readouterr().err
+
+
+def test_the_command_lines_copy_of_the_judge_kinds_is_the_tables():
+    """The parser names the kinds without importing the table (start-up time): its choices, the
+    kinds that call no model and the default comparison must follow evaluate/kinds.py."""
+    from corrective_rag.cli import judge_check
+    from corrective_rag.evaluate.kinds import JUDGE_KINDS
+
+    assert tuple(JUDGE_KINDS) == judge_check.JUDGE_CHOICES
+    assert {k for k, spec in JUDGE_KINDS.items() if not spec.needs_chat} == judge_check._OFFLINE
+    assert set(judge_check.JUDGES) <= set(JUDGE_KINDS)
