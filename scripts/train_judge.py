@@ -38,14 +38,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from benchmarks.beir import load_collection  # noqa: E402
-from corrective_rag.evaluate.check.fit import fit_threshold  # noqa: E402
 from corrective_rag.evaluate.learned import LEARNED_FEATURES, LearnedEvaluator  # noqa: E402
+from corrective_rag.evaluate.learned_fit import L2, fit_judge  # noqa: E402
 from corrective_rag.text import tokenize  # noqa: E402
 from corrective_rag.types import Document  # noqa: E402
 
 POSITIVES = 3  # relevant documents per question, as judge-check's pairs
 NEGATIVES = 3  # BM25's best-ranked non-relevant documents per question
-L2 = 1.0  # on the standardised weights (not the bias)
 POOL = 20  # fused ranks a loop's judge sees over a few iterations (k=5, up to 4 iterations)
 
 
@@ -225,34 +224,24 @@ def rows_of(
     )
 
 
-def fit_logistic(parts: Sequence[Rows], l2: float = L2, iterations: int = 100) -> dict[str, Any]:
-    """A logistic layer over ``parts`` (each collection weighing the same) and its threshold."""
+def fit_logistic(parts: Sequence[Rows], l2: float = L2) -> dict[str, Any]:
+    """A logistic layer over ``parts`` (each collection weighing the same) and its threshold.
+
+    Fitted by the package's own :func:`~corrective_rag.evaluate.learned_fit.fit_judge` (the
+    one ``judge-check --train`` fine-tunes with), from scratch.
+    """
     x = np.concatenate([p.features for p in parts])
-    y = np.concatenate([p.labels for p in parts]).astype(np.float64)
+    y = np.concatenate([p.labels for p in parts])
     w = np.concatenate([np.full(len(p.labels), len(x) / len(parts) / len(p.labels)) for p in parts])
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    beta = np.zeros(z.shape[1])
-    penalty = np.r_[np.full(len(LEARNED_FEATURES), l2), 0.0]
-    for _ in range(iterations):  # Newton's method: the loss is convex, a few steps converge
-        p = 1.0 / (1.0 + np.exp(-z @ beta))
-        gradient = z.T @ (w * (p - y)) + penalty * beta
-        hessian = (z * (w * p * (1 - p))[:, None]).T @ z + np.diag(penalty)
-        step = np.linalg.solve(hessian, gradient)
-        beta -= step
-        if np.abs(step).max() < 1e-10:
-            break
-    fitted = {
+    judge = fit_judge(x, [bool(v) for v in y], sample_weight=w, l2=l2)
+    return {
         "features": list(LEARNED_FEATURES),
-        "mean": [round(float(v), 6) for v in mean],
-        "scale": [round(float(v), 6) for v in scale],
-        "weights": [round(float(v), 6) for v in beta[:-1]],
-        "bias": round(float(beta[-1]), 6),
+        "mean": list(judge.mean),
+        "scale": list(judge.scale),
+        "weights": list(judge.weights),
+        "bias": judge.bias,
+        "threshold": judge.threshold,
     }
-    scores = probabilities(fitted, x)
-    fitted["threshold"] = round(float(fit_threshold(list(scores), list(y.astype(bool)))), 6)
-    return fitted
 
 
 def probabilities(fitted: dict[str, Any], x: np.ndarray) -> np.ndarray:

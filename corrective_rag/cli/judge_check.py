@@ -38,13 +38,15 @@ __all__ = [
     "judge_flags",
     "render_check",
     "render_comparison",
+    "render_training",
     "run_judge_check",
 ]
 
 # The judges compared by default, in the order shown (= evaluate.kinds.JUDGE_KINDS but those
 # not available in this version; not imported: startup time).
 JUDGES = ("verbal", "logprob", "pointwise", "offline")
-_OFFLINE = frozenset({"offline", "learned"})  # kinds that call no model
+OFFLINE_JUDGES = ("offline", "learned")  # kinds that call no model: the default without an LLM
+_OFFLINE = frozenset(OFFLINE_JUDGES)
 
 
 def add_judge_check_parser(sub: Any, leaf: Any, seconds: Any, non_negative: Any) -> None:
@@ -92,10 +94,18 @@ def add_judge_check_parser(sub: Any, leaf: Any, seconds: Any, non_negative: Any)
     )
     p.add_argument(
         "--judges",
-        default=",".join(JUDGES),
+        default=None,
         metavar="LIST",
-        help=f"judges to compare, comma-separated, of {', '.join(JUDGES)} (default: all); "
-        "offline alone needs no LLM",
+        help=f"judges to compare, comma-separated, of {', '.join(JUDGE_CHOICES)} (default: "
+        f"{','.join(JUDGES)} with an LLM; {','.join(OFFLINE_JUDGES)} without one, which needs "
+        "no --llm-url or --model)",
+    )
+    p.add_argument(
+        "--train",
+        action="store_true",
+        help="with --pairs: fine-tune the learned judge on half the questions, print its "
+        "figures before and after on the other half, and keep it (written beside the profile "
+        "file) when it does better",
     )
     p.add_argument(
         "--policy",
@@ -140,9 +150,19 @@ class _Model:
     slots: int
 
 
+def _has_llm(args: argparse.Namespace) -> bool:
+    """An LLM was named: ``--llm-url``, ``--local-llm`` or ``$OPENAI_BASE_URL``."""
+    return bool(args.llm_url or args.local_llm or os.environ.get("OPENAI_BASE_URL"))
+
+
 def _kinds(args: argparse.Namespace) -> list[str]:
     from corrective_rag.evaluate.kinds import JUDGE_KINDS
 
+    if args.judges is None:
+        names = list(JUDGES if _has_llm(args) else OFFLINE_JUDGES)
+        if getattr(args, "train", False) and "learned" not in names:
+            names.append("learned")
+        return names
     names = list(dict.fromkeys(n.strip() for n in args.judges.split(",") if n.strip()))
     unknown = sorted(set(names) - set(JUDGE_KINDS))
     if unknown or not names:
@@ -232,6 +252,8 @@ def run_judge_check(args: argparse.Namespace) -> int:
     interrupts = getattr(args, "interrupts", None)
     with contextlib.ExitStack() as stack:
         cancel = stack.enter_context(interrupts.by_event_only()) if interrupts else None
+        if getattr(args, "train", False) and not args.pairs:
+            raise ConfigError("--train needs --pairs FILE: your own labelled pairs to train on")
         model = stack.enter_context(_model(args))
         check = _compare if args.pairs or args.compare else _plain
         code: int = check(args, model, cancel)
@@ -324,18 +346,24 @@ def _compare(args: argparse.Namespace, model: _Model, cancel: Any) -> int:
     kinds = _kinds(args)
     pairs = read_pairs(args.pairs) if args.pairs else CHECK_PAIRS
     url = _url(args)
-    comparison = compare_judges(
-        kinds,
-        pairs,
-        model=model.key,
-        chat=model.chat,
-        policy=get_policy(args.policy),
-        max_seconds=args.deadline,
-        cancel=cancel,
-        max_workers=model.slots,
-        source=os.path.basename(args.pairs) if args.pairs else "built-in",
-        progress=_progress(url),
-    )
+    measure: dict[str, Any] = {
+        "model": model.key,
+        "chat": model.chat,
+        "policy": get_policy(args.policy),
+        "max_seconds": args.deadline,
+        "cancel": cancel,
+        "max_workers": model.slots,
+        "source": os.path.basename(args.pairs) if args.pairs else "built-in",
+        "progress": _progress(url),
+    }
+    training = None
+    if getattr(args, "train", False):
+        from corrective_rag.evaluate.check.train import compare_trained
+
+        training = compare_trained(kinds, pairs, **measure)
+        comparison = training.comparison
+    else:
+        comparison = compare_judges(kinds, pairs, **measure)
     path = calibration_path(args.calibration)
     if args.json:
         figures = {
@@ -344,13 +372,20 @@ def _compare(args: argparse.Namespace, model: _Model, cancel: Any) -> int:
             "passed": comparison.passed,
             "calibration": path,
         }
+        if training is not None:
+            figures["training"] = _training_figures(training)
         text = json_safe(json.dumps(figures, indent=2, ensure_ascii=False))
     else:
         text = render_comparison(comparison, model.shown, path)
+        if training is not None:
+            text += "\n" + render_training(training)
     # printed before anything is written: a folder that cannot be written loses nothing
     sys.stdout.write(_shown(text, url) + "\n")
     sys.stdout.flush()
-    write_profiles(path, model.key, comparison.profiles, comparison.chosen)
+    profiles = comparison.profiles
+    if training is not None and training.kept and training.judge is not None:
+        profiles["learned"] = _with_judge_file(path, profiles["learned"], training.judge)
+    write_profiles(path, model.key, profiles, comparison.chosen)
     if not comparison.passed:
         why = _shown(comparison.advice, url).replace("\n", " ")
         sys.stderr.write(f"corrective-rag: judge-check failed: {why}\n")
@@ -391,3 +426,62 @@ def render_comparison(comparison: Any, judge: str, path: str | None) -> str:
         lines.append(f"profiles: {path} (chosen: {chosen})")
     lines.append(("PASS: " if comparison.passed else "FAIL: ") + comparison.advice)
     return "\n".join(lines)
+
+
+def _with_judge_file(path: str, profile: Any, judge: Any) -> Any:
+    """``profile`` naming the trained ``judge``'s file, written beside the profile file."""
+    import dataclasses
+    import datetime
+    import json
+
+    from corrective_rag._version import __version__
+    from corrective_rag.evaluate.profile_file import write_judge_file
+
+    record = {
+        **judge.file_record(),
+        "format": 1,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "version": __version__,
+    }
+    text = json.dumps(record, indent=1, allow_nan=False) + "\n"
+    written, digest = write_judge_file(path, "learned", text)
+    sys.stderr.write(f"judge-check: the trained learned judge: {written}\n")
+    return dataclasses.replace(profile, judge_file=written, judge_sha256=digest)
+
+
+def _training_figures(training: Any) -> dict[str, Any]:
+    after = training.after
+    return {
+        "fit_pairs": training.fit_pairs,
+        "fit_questions": training.fit_questions,
+        "kept": training.kept,
+        "why": training.why,
+        "before": {"auc": training.before.auc, "held_out_f1": training.before.held_out_f1},
+        "after": None
+        if after is None
+        else {
+            "auc": after.auc,
+            "held_out_f1": after.held_out_f1,
+            "threshold": after.profile.threshold,
+        },
+    }
+
+
+def render_training(training: Any) -> str:
+    """One line on the learned judge before and after training on the fit half."""
+
+    def num(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    head = (
+        f"trained: the learned judge on {training.fit_pairs} pairs of "
+        f"{training.fit_questions} questions (the fit half)"
+    )
+    before, after = training.before, training.after
+    if after is None:
+        return f"{head}; {training.why}"
+    return (
+        f"{head}; held out: AUC {num(before.auc)} -> {num(after.auc)}, F1 "
+        f"{before.held_out_f1:.2f} -> {after.held_out_f1:.2f} "
+        f"(keep all {training.comparison.trivial_f1:.2f}); {training.why}"
+    )

@@ -39,6 +39,16 @@ class Declared(Protocol):
         """The probability a thresholded judge decides at (None: the written verdict)."""
         ...
 
+    @property
+    def judge_file(self) -> str | None:
+        """The judge's own weights, trained on a user's pairs (None: the shipped ones)."""
+        ...
+
+    @property
+    def judge_sha256(self) -> str | None:
+        """The SHA-256 of :attr:`judge_file` when it was measured."""
+        ...
+
 
 __all__ = ["CALL_SHAPES", "JUDGE_KINDS", "Declared", "JudgeKind", "judge_kind"]
 
@@ -74,6 +84,8 @@ class JudgeKind:
         available: part of this version (a kind named ahead of its code is refused).
         default_threshold: the threshold of a thresholded kind's profile that names none
             (0.5 unless the kind ships a fitted one).
+        trainable: ``judge-check --train`` fits its weights on a user's pairs (a profile may
+            name the file they are in).
     """
 
     name: str
@@ -85,6 +97,7 @@ class JudgeKind:
     family: str
     available: bool = True
     default_threshold: Callable[[], float] = _half
+    trainable: bool = False
 
 
 def judge_kind(name: str) -> JudgeKind:
@@ -164,12 +177,18 @@ def _offline_judge(profile: Declared, chat: Any, store: Any, options: dict[str, 
 
 
 def _learned_judge(profile: Declared, chat: Any, store: Any, options: dict[str, Any]) -> Evaluator:
-    from corrective_rag.evaluate.learned import LearnedEvaluator
+    from corrective_rag.evaluate.learned import LearnedEvaluator, read_learned_judge
 
     threshold = cast(float, profile.threshold)  # a thresholded kind's profile has one
+    # read now, the file checked against the profile's record: a changed file fails at start
+    model = (
+        None
+        if profile.judge_file is None
+        else read_learned_judge(profile.judge_file, sha256=profile.judge_sha256)
+    )
     if store is None:
-        return LearnedEvaluator(_default_embedder(), threshold=threshold)
-    return LearnedEvaluator(store.embedder, threshold=threshold, idf=store.idf)
+        return LearnedEvaluator(_default_embedder(), threshold=threshold, model=model)
+    return LearnedEvaluator(store.embedder, threshold=threshold, idf=store.idf, model=model)
 
 
 def _learned_threshold() -> float:
@@ -216,5 +235,6 @@ JUDGE_KINDS: Mapping[str, JudgeKind] = {
         _learned_judge,
         "learned",
         default_threshold=_learned_threshold,
+        trainable=True,
     ),
 }

@@ -28,6 +28,7 @@ a document's verdict depends on the call's other documents, never on their order
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ import numpy as np
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.local import check_judged
 from corrective_rag.evaluate.scoring import with_probability
-from corrective_rag.inputs import read_bounded_json
+from corrective_rag.inputs import read_bounded
+from corrective_rag.inputs.files import loads_bounded
 from corrective_rag.observe.logs import get_logger
 from corrective_rag.protocols import Embedder
 from corrective_rag.text import content_terms, tokenize
@@ -51,9 +53,11 @@ from corrective_rag.types import Document, Evaluation, Relevance, Usage, Verdict
 __all__ = [
     "LEARNED_FEATURES",
     "MAX_DOCUMENT_CHARS",
+    "MAX_JUDGE_BYTES",
     "LearnedJudge",
     "batch_features",
     "model_text",
+    "parse_learned_judge",
     "read_learned_judge",
 ]
 
@@ -65,7 +69,7 @@ LEARNED_FEATURES = ("dense", "dense_gap", "coverage", "coverage_gap", "length")
 MAX_DOCUMENT_CHARS = 2_048
 _LENGTH_SCALE = 7.0  # log(1 + terms) / 7 stays near 0..1 for documents up to ~1,000 terms
 _JUDGE_FILE = "learned_judge.json"
-_MAX_JUDGE_BYTES = 1_000_000  # the shipped file is ~10 KB; a model record is small
+MAX_JUDGE_BYTES = 1_000_000  # the shipped file is ~10 KB; a model record is small
 _SHOWN_TERMS = 8  # question terms the reasoning names, each way
 
 
@@ -124,6 +128,21 @@ class LearnedJudge:
         )
         return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
+    def file_record(self) -> dict[str, Any]:
+        """What a judge file holds: the record, then the fitted layer.
+
+        :func:`parse_learned_judge` reads it back as this judge.
+        """
+        return {
+            **self.record,
+            "features": list(LEARNED_FEATURES),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "weights": list(self.weights),
+            "bias": self.bias,
+            "threshold": self.threshold,
+        }
+
 
 def _numbers(
     raw: dict[str, Any], key: str, where: str, *, positive: bool = False
@@ -141,22 +160,44 @@ def _numbers(
     return tuple(out)
 
 
-def read_learned_judge(path: str | Path | None = None) -> LearnedJudge:
-    """Read a judge file (``None``: the shipped one) through the bounded JSON reader.
+def read_learned_judge(
+    path: str | Path | None = None, *, sha256: str | None = None
+) -> LearnedJudge:
+    """Read a judge file (``None``: the shipped one) through the bounded reader.
+
+    Args:
+        path: the judge file; ``None``: the one shipped with the package.
+        sha256: the file's expected SHA-256 (hex), as a judge profile records it: a file that
+            changed since it was measured is refused.
 
     Raises:
-        ConfigError: the file is missing, too large, not JSON, or not a judge of
-            :data:`LEARNED_FEATURES`.
+        ConfigError: the file is missing, too large, not JSON, not a judge of
+            :data:`LEARNED_FEATURES`, or not the file ``sha256`` names.
     """
     if path is None:
         with resources.as_file(resources.files(__package__ or __name__) / _JUDGE_FILE) as p:
-            raw = read_bounded_json(p, max_bytes=_MAX_JUDGE_BYTES, error=ConfigError)
+            raw = read_bounded(p, max_bytes=MAX_JUDGE_BYTES, error=ConfigError)
         where = _JUDGE_FILE
     else:
         if not isinstance(path, str | Path):
             raise ConfigError(f"model must be a file path (str or Path) or None, got {path!r}")
-        raw = read_bounded_json(path, max_bytes=_MAX_JUDGE_BYTES, error=ConfigError)
+        raw = read_bounded(path, max_bytes=MAX_JUDGE_BYTES, error=ConfigError)
         where = str(path)
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise ConfigError(
+            f"{where}: the learned judge file changed since it was measured (its SHA-256 is not "
+            "the one its judge profile records): run judge-check --train again"
+        )
+    return parse_learned_judge(loads_bounded(raw, where, error=ConfigError), where)
+
+
+def parse_learned_judge(raw: object, where: str) -> LearnedJudge:
+    """The judge a judge file's JSON (``raw``) holds; ``where`` names it in errors.
+
+    Raises:
+        ConfigError: not a judge of :data:`LEARNED_FEATURES` (mean, scale > 0, weights, a
+            finite bias, a threshold in (0, 1)).
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a judge file holds a JSON object")
     if raw.get("features") != list(LEARNED_FEATURES):
@@ -193,7 +234,8 @@ class LearnedEvaluator:
             over (all-MiniLM-L6-v2); ``None`` uses the default offline embedder, lazily.
         threshold: the probability of relevance from which a document is relevant; ``None``
             is the judge file's own (best F1 on its training pairs).
-        model: a judge file ``scripts/train_judge.py`` wrote; ``None`` is the shipped one.
+        model: a judge file (``scripts/train_judge.py`` or ``judge-check --train`` wrote it),
+            or a :class:`LearnedJudge` already read; ``None`` is the shipped one.
         idf: optional ``term -> idf`` that orders the question terms the reasoning names; it
             does not change the verdict (the judge was fitted on unweighted shares).
 
@@ -208,7 +250,7 @@ class LearnedEvaluator:
         embedder: Embedder | None = None,
         *,
         threshold: float | None = None,
-        model: str | Path | None = None,
+        model: str | Path | LearnedJudge | None = None,
         idf: Callable[[str], float] | None = None,
     ) -> None:
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
@@ -219,19 +261,22 @@ class LearnedEvaluator:
             or not 0.0 < threshold < 1.0
         ):
             raise ConfigError(f"threshold must be None or in (0, 1), got {threshold!r}")
-        if model is not None and not isinstance(model, str | Path):
-            raise ConfigError(f"model must be a file path (str or Path) or None, got {model!r}")
+        if model is not None and not isinstance(model, str | Path | LearnedJudge):
+            raise ConfigError(
+                f"model must be a file path (str or Path), a LearnedJudge or None, got {model!r}"
+            )
         self._embedder = embedder
         self._threshold = None if threshold is None else float(threshold)
         self.model = model
         self.idf: Callable[[str], float] | None = check_idf(idf)
-        self._judge: LearnedJudge | None = None
+        self._judge: LearnedJudge | None = model if isinstance(model, LearnedJudge) else None
 
     @property
     def judge(self) -> LearnedJudge:
         """The fitted judge (its file read on first use)."""
         if self._judge is None:
-            self._judge = read_learned_judge(self.model)
+            model = self.model
+            self._judge = model if isinstance(model, LearnedJudge) else read_learned_judge(model)
         return self._judge
 
     @property

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = ["PROFILE_FILE", "Measured", "read_profiles", "write_profiles"]
 log: Any = get_logger(__name__)
 
 PROFILE_FILE = "judge-calibration.json"  # under the CLI's config folder
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +93,16 @@ class JudgeProfile:
             one); ``None`` for the others.
         policy: the filter policy the figures were measured under (the keep decisions counted).
         measured: what it was measured on; ``None`` for a judge named but not measured.
+        judge_file: the judge's own weights, for a kind trained on a user's pairs
+            (``judge-check --train`` writes the learned judge's beside the profile file, which
+            names it relative to its own folder); ``None``: the weights it ships with.
+        judge_sha256: that file's SHA-256 (hex): a file changed since it was measured is
+            refused when the judge is built.
 
     Raises:
         ConfigError: an unknown kind or call shape, or a threshold where the kind takes none
-            (or none where it takes one), or one outside (0, 1).
+            (or none where it takes one), or one outside (0, 1); a judge file for a kind that
+            takes none, or one without its SHA-256.
     """
 
     kind: str
@@ -104,6 +112,8 @@ class JudgeProfile:
     threshold: float | None = None
     policy: str = "general"
     measured: Measured | None = None
+    judge_file: str | None = None
+    judge_sha256: str | None = None
 
     def __post_init__(self) -> None:
         kind = JUDGE_KINDS.get(self.kind) if isinstance(self.kind, str) else None
@@ -124,6 +134,17 @@ class JudgeProfile:
         if self.threshold is not None:
             check_threshold(self.threshold)
             object.__setattr__(self, "threshold", float(self.threshold))
+        if (self.judge_file is None) != (self.judge_sha256 is None):
+            raise ConfigError(
+                "a judge profile names its judge file and the file's SHA-256 together"
+            )
+        if self.judge_file is not None:
+            if not kind.trainable:
+                raise ConfigError(f"the {self.kind} judge takes no judge file")
+            if not isinstance(self.judge_file, str) or not self.judge_file.strip():
+                raise ConfigError("judge profile judge_file must be a file's path")
+            if not isinstance(self.judge_sha256, str) or not _SHA256.fullmatch(self.judge_sha256):
+                raise ConfigError("judge profile judge_sha256 must be 64 hex digits")
 
     @classmethod
     def of(
@@ -160,6 +181,8 @@ class JudgeProfile:
             parts.append(self.call_shape)
         if self.threshold is not None:
             parts.append(f"threshold {self.threshold:.3f}")
+        if self.judge_file is not None:
+            parts.append("trained on your pairs")
         return ", ".join(parts)
 
     def check(self, *, model: str | None = None, call_mode: str | None = None) -> None:
@@ -314,11 +337,15 @@ def _measured(data: object, where: str) -> Measured | None:
     return measured
 
 
-def _profile(data: object, where: str) -> JudgeProfile:
+def _profile(data: object, where: str, folder: str) -> JudgeProfile:
+    """One entry; a relative ``judge_file`` is resolved against the profile file's ``folder``."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a judge profile must be an object")
     names = {f.name for f in dataclasses.fields(JudgeProfile)} - {"measured"}
     fields = {k: v for k, v in data.items() if k in names}
+    named = fields.get("judge_file")
+    if isinstance(named, str) and named.strip() and not os.path.isabs(named):
+        fields["judge_file"] = os.path.join(folder, named)
     try:
         return JudgeProfile(**fields, measured=_measured(data.get("measured"), where))
     except TypeError as exc:
@@ -334,12 +361,13 @@ def read_profiles(path: str | os.PathLike[str]) -> Entries:
         ConfigError: the file cannot be read or is not a profile file (one line naming it).
     """
     where = os.fsdecode(path)
+    folder = _folder(where)
     out: Entries = {}
     for model, (raw, chosen) in read_entries(path).items():
         at = f"{where}: model {model!r}"
         judges = {}
         for kind, data in raw.items():
-            profile = _profile(data, f"{at}, {kind}")
+            profile = _profile(data, f"{at}, {kind}", folder)
             if profile.kind != kind or profile.model != model:
                 raise ConfigError(f"{at}, {kind}: the entry names another kind or model")
             judges[kind] = profile
@@ -368,7 +396,19 @@ def write_profiles(
             raise ConfigError(f"profile {kind!r} is not the {kind} judge of {model!r}")
     if chosen is not None and chosen not in profiles:
         raise ConfigError(f"chosen judge {chosen!r} has no profile")
-    entries = {kind: dataclasses.asdict(p) for kind, p in profiles.items()}
+    folder = _folder(os.fsdecode(path))
+    entries = {}
+    for kind, p in profiles.items():
+        entry = dataclasses.asdict(p)
+        named = entry.get("judge_file")
+        if named is not None and os.path.dirname(os.path.realpath(named)) == folder:
+            entry["judge_file"] = os.path.basename(named)  # the two move together
+        entries[kind] = entry
     written = write_entries(path, model, entries, chosen)
     log.info("judge_profile_written", path=written, model=model, chosen=chosen)
     return written
+
+
+def _folder(path: str) -> str:
+    """The folder of the file a profile file's path names (a symlink's target's)."""
+    return os.path.dirname(os.path.realpath(path))

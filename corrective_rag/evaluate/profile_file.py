@@ -15,6 +15,7 @@ reader sees the old file or the new one; a symlinked file is written through to 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -25,7 +26,7 @@ from typing import Any
 from corrective_rag.errors import ConfigError
 from corrective_rag.inputs import read_bounded_json
 
-__all__ = ["FORMAT", "VERSION", "read_entries", "write_entries"]
+__all__ = ["FORMAT", "VERSION", "read_entries", "write_entries", "write_judge_file"]
 
 FORMAT = "corrective-rag judge profiles"
 VERSION = 2
@@ -92,13 +93,39 @@ def write_entries(
         },
     }
     text = json.dumps(body, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    _write_atomically(target, text, f"the judge profile {given}")
+    return given
+
+
+def write_judge_file(profile_path: str | os.PathLike[str], kind: str, text: str) -> tuple[str, str]:
+    """Write a judge's own weights (``text``) beside the profile file; return (path, SHA-256).
+
+    The file is named after the profile file and the text's hash
+    (``judge-calibration.learned-0123456789ab.json``): a new training never overwrites a file
+    an older profile names. Written atomically into the folder of the profile file's target.
+
+    Raises:
+        ConfigError: the folder cannot be written (one line naming the file).
+    """
+    given = os.fsdecode(profile_path)
+    folder = Path(os.path.realpath(given)).parent
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    stem = Path(given).name.removesuffix(".json")
+    target = folder / f"{stem}.{kind}-{digest[:12]}.json"
+    _write_atomically(target, text, f"the {kind} judge file {target}")
+    return str(target), digest
+
+
+def _write_atomically(target: Path, text: str, what: str) -> None:
+    """``text`` into ``target`` through a temporary file renamed over it.
+
+    A reader sees the old file or the new one, never a part.
+    """
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".judge-profile-")
     except OSError as exc:
-        raise ConfigError(
-            f"cannot write the judge profile {given}: {exc.strerror or exc}"
-        ) from None
+        raise ConfigError(f"cannot write {what}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
@@ -106,8 +133,5 @@ def write_entries(
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise ConfigError(
-                f"cannot write the judge profile {given}: {exc.strerror or exc}"
-            ) from None
+            raise ConfigError(f"cannot write {what}: {exc.strerror or exc}") from None
         raise
-    return given

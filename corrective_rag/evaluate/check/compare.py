@@ -57,6 +57,7 @@ __all__ = [
     "JudgeFigures",
     "applied",
     "check_profile",
+    "choose",
     "compare_judges",
     "split_pairs",
 ]
@@ -414,8 +415,7 @@ def compare_judges(
             if interrupted
             else f"the deadline of {max_seconds:g} s passed after {wall:.1f} s"
         )
-    choosable = [f for f in figures if f.refused is None]
-    chosen = max(choosable, key=lambda f: f.held_out_f1).name if choosable and not stopped else None
+    chosen = choose(figures, stopped)
     held_labels = [labels[i] for i in held]
     return Comparison(
         judges=tuple(figures),
@@ -428,6 +428,15 @@ def compare_judges(
         stopped=stopped,
         errors=tuple(f"{family}: {e}" for family, g in gradings.items() for e in _said(g)),
     )
+
+
+def choose(figures: Sequence[JudgeFigures], stopped: str | None) -> str | None:
+    """The judge to use: the best held-out F1 among those that may be chosen.
+
+    None when none may be, or when the grading stopped early.
+    """
+    choosable = [f for f in figures if f.refused is None]
+    return max(choosable, key=lambda f: f.held_out_f1).name if choosable and not stopped else None
 
 
 def check_profile(
