@@ -169,7 +169,10 @@ def _learned_judge(profile: Declared, chat: Any, store: Any, options: dict[str, 
     threshold = cast(float, profile.threshold)  # a thresholded kind's profile has one
     if store is None:
         return LearnedEvaluator(_default_embedder(), threshold=threshold)
-    return LearnedEvaluator(store.embedder, threshold=threshold, idf=store.idf)
+    # the store's vectors of the documents it holds as judged: not embedded again
+    return LearnedEvaluator(
+        store.embedder, threshold=threshold, idf=store.idf, stored=store.vectors
+    )
 
 
 def _learned_threshold() -> float:
