@@ -188,7 +188,10 @@ def _learned_judge(profile: Declared, chat: Any, store: Any, options: dict[str, 
     )
     if store is None:
         return LearnedEvaluator(_default_embedder(), threshold=threshold, model=model)
-    return LearnedEvaluator(store.embedder, threshold=threshold, idf=store.idf, model=model)
+    # the store's vectors of the documents it holds as judged: not embedded again
+    return LearnedEvaluator(
+        store.embedder, threshold=threshold, idf=store.idf, model=model, stored=store.vectors
+    )
 
 
 def _learned_threshold() -> float:

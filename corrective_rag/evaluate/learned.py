@@ -31,12 +31,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.local import check_judged
@@ -55,6 +56,7 @@ __all__ = [
     "MAX_DOCUMENT_CHARS",
     "MAX_JUDGE_BYTES",
     "LearnedJudge",
+    "StoredVectors",
     "batch_features",
     "model_text",
     "parse_learned_judge",
@@ -71,6 +73,10 @@ _LENGTH_SCALE = 7.0  # log(1 + terms) / 7 stays near 0..1 for documents up to ~1
 _JUDGE_FILE = "learned_judge.json"
 MAX_JUDGE_BYTES = 1_000_000  # the shipped file is ~10 KB; a model record is small
 _SHOWN_TERMS = 8  # question terms the reasoning names, each way
+
+# Stored vectors by document: a vector of exactly the document's text by the judge's embedder,
+# or None (HybridStore.vectors is one).
+StoredVectors = Callable[[Sequence[Document]], Sequence[npt.NDArray[np.float32] | None]]
 
 
 def model_text(document: Document) -> str:
@@ -238,6 +244,12 @@ class LearnedEvaluator:
             or a :class:`LearnedJudge` already read; ``None`` is the shipped one.
         idf: optional ``term -> idf`` that orders the question terms the reasoning names; it
             does not change the verdict (the judge was fitted on unweighted shares).
+        stored: optional vectors the judge reads instead of embedding documents again
+            (a store's :meth:`~corrective_rag.store.hybrid.HybridStore.vectors`, with the
+            store's embedder as ``embedder``): asked with each document's text as the judge
+            reads it (:func:`model_text`), it returns one vector or ``None`` per document, a
+            vector only where it is that text's embedding by ``embedder``; the documents it
+            returns ``None`` for are embedded. The features are the same either way.
 
     Attributes:
         documents_per_call: ``None``: no LLM calls, so a call budget never caps its documents.
@@ -252,9 +264,14 @@ class LearnedEvaluator:
         threshold: float | None = None,
         model: str | Path | LearnedJudge | None = None,
         idf: Callable[[str], float] | None = None,
+        stored: StoredVectors | None = None,
     ) -> None:
         if embedder is not None and not callable(getattr(embedder, "embed", None)):
             raise ConfigError("embedder must have an embed(texts) method")
+        if stored is not None and not callable(stored):
+            raise ConfigError(
+                f"stored must be None or a callable documents -> vectors, got {stored!r}"
+            )
         if threshold is not None and (
             isinstance(threshold, bool)
             or not isinstance(threshold, int | float)
@@ -269,6 +286,7 @@ class LearnedEvaluator:
         self._threshold = None if threshold is None else float(threshold)
         self.model = model
         self.idf: Callable[[str], float] | None = check_idf(idf)
+        self.stored = stored
         self._judge: LearnedJudge | None = model if isinstance(model, LearnedJudge) else None
 
     @property
@@ -294,13 +312,25 @@ class LearnedEvaluator:
         return self.judge.threshold if self._threshold is None else self._threshold
 
     def features(self, question: str, documents: Sequence[Document]) -> list[tuple[float, ...]]:
-        """Each document's feature vector (:data:`LEARNED_FEATURES` order); one embedding call."""
+        """Each document's feature vector (:data:`LEARNED_FEATURES` order); one embedding call.
+
+        The call embeds the question and the documents :attr:`stored` has no vector for.
+        """
         check_judged(question, documents)
         if not documents:
             return []
         texts = [model_text(d) for d in documents]
-        vectors = np.asarray(self.embedder.embed([question, *texts]), dtype=np.float32)
-        dense = [float(x) for x in vectors[1:] @ vectors[0]]
+        known = self._stored_vectors(documents, texts)
+        todo = [t for t, v in zip(texts, known, strict=True) if v is None]
+        embedded = np.asarray(self.embedder.embed([question, *todo]), dtype=np.float32)
+        asked, fresh = embedded[0], iter(embedded[1:])
+        for v in known:
+            if v is not None and v.shape != asked.shape:
+                raise ConfigError(
+                    f"stored gave a vector of shape {v.shape}; the embedder's are {asked.shape}"
+                )
+        rows = np.vstack([next(fresh) if v is None else v for v in known])
+        dense = [float(x) for x in rows @ asked]
         asked = term_weights(content_terms(question))
         shares, lengths = [], []
         for text in texts:
@@ -308,6 +338,18 @@ class LearnedEvaluator:
             shares.append(coverage(asked, terms).share)
             lengths.append(len(terms))
         return batch_features(dense, shares, lengths)
+
+    def _stored_vectors(
+        self, documents: Sequence[Document], texts: Sequence[str]
+    ) -> list[npt.NDArray[np.float32] | None]:
+        """:attr:`stored`'s vector of each document as read (``texts``), checked; or None."""
+        if self.stored is None:
+            return [None] * len(documents)
+        read = [replace(d, text=t) for d, t in zip(documents, texts, strict=True)]
+        found = list(self.stored(read))
+        if len(found) != len(documents):
+            raise ConfigError(f"stored gave {len(found)} vectors for {len(documents)} documents")
+        return [None if v is None else np.asarray(v, dtype=np.float32) for v in found]
 
     def probabilities(self, question: str, documents: Sequence[Document]) -> list[float]:
         """Each document's probability of relevance to ``question``."""

@@ -133,6 +133,40 @@ class HybridStore(StoreLifetime):
             found = self._documents(wanted) if wanted else {}
         return [found[i] for i in wanted if i in found]
 
+    def vectors(self, documents: Iterable[Document]) -> list[npt.NDArray[np.float32] | None]:
+        """Each document's stored vector, where it is what embedding its text now would give.
+
+        A document gets the vector stored under its id when the stored text is exactly its
+        text and the backend records that this store's embedder wrote its vectors (chromadb
+        keeps that note; a backend that keeps none, such as Qdrant, cannot tell, and gets
+        ``None`` for every document); otherwise ``None``: a document never stored, or whose
+        text was cut, refined or given a title since. A judge that embeds the same text with
+        the same model reads these instead of embedding the documents again.
+
+        Raises:
+            InputError: ``documents`` is not an iterable of Document.
+        """
+        self._check_open()
+        if isinstance(documents, Document):
+            raise InputError("documents must be an iterable of Document, not one Document")
+        docs = list(documents)
+        if not all(isinstance(d, Document) for d in docs):
+            raise InputError("documents must be an iterable of Document")
+        backend = self._dense
+        if not docs or not isinstance(backend, Labelled):
+            return [None for _ in docs]
+        with foreign_failures("vectors"):
+            stored = backend.fetch(list(dict.fromkeys(d.id for d in docs)), vectors=True)
+            label = backend.embedder_label
+        found: list[npt.NDArray[np.float32] | None] = []
+        for doc in docs:
+            record = stored.get(doc.id)
+            vector = record.embedding if record and record.document.text == doc.text else None
+            if vector is not None and label != describe(self.embedder, vector.shape[-1]):
+                vector = None  # written by another embedder (or one the store cannot name)
+            found.append(vector)
+        return found
+
     def idf(self, term: str) -> float:
         """Corpus idf of ``term`` as the BM25 leg weighs it, after the store's tokenizer.
 

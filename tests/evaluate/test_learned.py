@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from corrective_rag import LearnedEvaluator
@@ -20,6 +23,7 @@ from corrective_rag.evaluate.learned import (
     read_learned_judge,
 )
 from corrective_rag.models.embeddings import SentenceTransformerEmbedder
+from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.testing.evaluator_contract import PROBES, check_evaluator
 from corrective_rag.types import HIGH_FROM, RELEVANT_FROM, Document
 
@@ -209,3 +213,72 @@ def test_bad_documents_are_an_input_error(judge):
     """A bare document where a sequence of documents belongs is refused."""
     with pytest.raises(InputError):
         judge.evaluate("Which river?", Document("a", "The Danube."))  # type: ignore[arg-type]
+
+
+class Counting:
+    """The real embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.asked: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.asked += texts
+        return self.inner.embed(texts)
+
+
+def test_a_stores_vectors_give_the_features_of_embedding_again(embedder):
+    """Judged with a chromadb store's vectors, the judge embeds only the question and what the
+    store holds no vector of as read (a titled, a cut, an unstored document), and measures the
+    features and verdicts of embedding every document afresh."""
+    counting = Counting(embedder)
+    moons = "Ganymede, a moon of Jupiter, is the largest moon in the Solar System. " * 40
+    stored = [
+        *JUPITER.documents,
+        Document("danube", "It flows through Vienna.", {"title": "Danube"}),
+        Document("long", moons),  # read up to MAX_DOCUMENT_CHARS: not the stored text
+        Document("cut", "Io is the innermost of the four Galilean moons of Jupiter."),
+    ]
+    judged = [*stored[:-1], Document("cut", "Io is the innermost moon."), Document("new", "Io.")]
+    with HybridStore.in_memory(embedder=counting) as store:
+        store.add(stored)
+        reader = LearnedEvaluator(counting, stored=store.vectors)
+        embedder.clear_cache()  # nothing read from the cache: embedded afresh or from the store
+        counting.asked.clear()
+        features = reader.features(JUPITER.question, judged)
+        fresh = [model_text(d) for d in judged[3:]]
+        assert [JUPITER.question, *fresh] == counting.asked
+        verdicts = reader.evaluate(JUPITER.question, judged).verdicts
+    embedder.clear_cache()
+    plain = LearnedEvaluator(embedder)
+    for got, want in zip(features, plain.features(JUPITER.question, judged), strict=True):
+        assert pytest.approx(want, abs=1e-5) == got
+    assert plain.evaluate(JUPITER.question, judged).verdicts == verdicts
+
+
+def test_the_learned_evaluator_with_a_stores_vectors_passes_the_contract(embedder):
+    """Reading the probes' vectors from a chromadb store, the judge keeps the contract."""
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add([d for probe in PROBES for d in probe.documents])
+        check_evaluator(LearnedEvaluator(embedder, stored=store.vectors))
+
+
+@pytest.mark.parametrize(
+    ("stored", "match"),
+    [
+        (lambda docs: [], "0 vectors for 1"),
+        (lambda docs: [np.ones(3, dtype=np.float32)], "shape"),
+    ],
+)
+def test_stored_vectors_that_do_not_fit_are_a_config_error(embedder, stored, match):
+    """A stored-vectors callable answering too few vectors, or of another width, is refused."""
+    judge = LearnedEvaluator(embedder, stored=stored)
+    with pytest.raises(ConfigError, match=match):
+        judge.features("Which river?", [Document("a", "The Danube.")])
+
+
+def test_stored_must_be_callable():
+    """A stored-vectors argument that is not callable is refused at construction."""
+    with pytest.raises(ConfigError, match="stored"):
+        LearnedEvaluator(stored=[None])  # type: ignore[arg-type]

@@ -170,6 +170,30 @@ def test_the_learned_and_offline_kinds_read_with_the_runs_store():
             assert judge.idf is not None and judge.idf("ganymede") > judge.idf("the"), kind
 
 
+def test_the_learned_kind_reads_the_runs_stored_vectors():
+    """Given the run's store, the learned judge embeds the question alone for documents the
+    store holds as judged, and a document whose text changed since."""
+    from corrective_rag.store.hybrid import HybridStore
+    from corrective_rag.testing.filter_contract import LetterEmbedder
+
+    class CountingLetters(LetterEmbedder):
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def embed(self, texts):
+            self.asked += list(texts)
+            return super().embed(texts)
+
+    embedder = CountingLetters()
+    docs = [Document("m0", "Ganymede is the largest moon."), Document("m1", "Titan is hazy.")]
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add(docs)
+        judge = JudgeProfile.of("learned", model="offline").evaluator(store=store)
+        embedder.asked.clear()
+        judge.evaluate("Which moon is largest?", [docs[0], Document("m1", "Titan.")])
+    assert ["Which moon is largest?", "Titan."] == embedder.asked
+
+
 @pytest.mark.parametrize(
     ("fields", "match"),
     [

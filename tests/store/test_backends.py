@@ -35,6 +35,10 @@ BACKENDS: dict[str, tuple[Callable[..., HybridStore], Callable[..., HybridStore]
 }
 
 
+# whether the backend records which embedder wrote its vectors (HybridStore.vectors gives them)
+LABELLED = {"chroma": True, "qdrant": False}
+
+
 @pytest.fixture(params=sorted(BACKENDS))
 def kind(request: pytest.FixtureRequest) -> str:
     """The backend under test."""
@@ -209,6 +213,29 @@ def test_idf_follows_the_corpus(filled, kind) -> None:
     assert 0.0 == store.idf("the") == store.idf("nonexistentword")
     with pytest.raises(InputError):
         store.idf("two words")
+
+
+def test_stored_vectors_are_given_where_the_store_knows_its_embedder_wrote_them(
+    filled, embedder, kind
+) -> None:
+    """vectors() gives each stored document its text's embedding where the backend records the
+    embedder (chromadb), None where it cannot tell (Qdrant); an unknown id or a changed text
+    gets None on every backend, and so does nothing at all."""
+    store = _store(filled, kind)
+    got = store.vectors(CORPUS)
+    assert len(CORPUS) == len(got)
+    if LABELLED[kind]:
+        for row, vector in zip(embedder.embed([d.text for d in CORPUS]), got, strict=True):
+            assert vector is not None
+            assert pytest.approx(row.tolist(), abs=1e-6) == vector.tolist()
+    else:
+        assert [None] * len(CORPUS) == got
+    first = CORPUS[0]
+    changed = Document(first.id, first.text + " And more.", first.metadata)
+    assert [None, None] == store.vectors([changed, Document("nowhere", first.text)])
+    assert [] == store.vectors([])
+    with pytest.raises(InputError):
+        store.vectors(first)  # type: ignore[arg-type]
 
 
 def test_a_folder_store_reopens_with_its_documents(tmp_path, embedder, kind) -> None:

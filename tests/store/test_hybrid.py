@@ -23,6 +23,7 @@ from corrective_rag.protocols import Retriever
 from corrective_rag.store.fusion import RRFusion
 from corrective_rag.store.hybrid import HybridStore
 from corrective_rag.store.persist import SavedBM25
+from corrective_rag.testing.filter_contract import LetterEmbedder
 from corrective_rag.text import tokenize
 from corrective_rag.types import Document
 
@@ -228,3 +229,26 @@ def test_retrieve_many_refuses_a_bare_string(embedder: SentenceTransformerEmbedd
     """A single string is no list of queries: InputError, not a search per letter."""
     with HybridStore.in_memory(embedder=embedder) as store, pytest.raises(InputError):
         store.retrieve_many("honey", top_k=2)
+
+
+class OtherLetters(LetterEmbedder):
+    """The same vectors under another name: a store cannot tell it wrote the stored ones."""
+
+
+def test_stored_vectors_of_another_embedder_are_not_given(tmp_path: Path) -> None:
+    """A store reopened with another embedder than the one that wrote its vectors gives none
+    (its label names the writer); reopened with the writer's kind, it gives them; closed, it
+    refuses."""
+    docs = [Document("a", "Ganymede is a moon."), Document("b", "Bees make honey.")]
+    with HybridStore.open(str(tmp_path / "s"), embedder=LetterEmbedder()) as s:
+        s.add(docs)
+    with HybridStore.open(str(tmp_path / "s"), embedder=OtherLetters(), create=False) as s:
+        assert [None, None] == s.vectors(docs)
+    with HybridStore.open(str(tmp_path / "s"), embedder=LetterEmbedder(), create=False) as s:
+        got = s.vectors(docs)
+    expected = LetterEmbedder().embed([d.text for d in docs])
+    assert [pytest.approx(row.tolist()) for row in expected] == [
+        None if v is None else v.tolist() for v in got
+    ]
+    with pytest.raises(StoreError, match="closed"):
+        s.vectors(docs)

@@ -140,6 +140,7 @@ def compare_trained(
         threshold=None if start is None else start.threshold,
         idf=shipped.idf,
         model=start,
+        stored=shipped.stored,
     )
     common: dict[str, Any] = {
         "model": model,
@@ -178,7 +179,9 @@ def compare_trained(
             "settings": {"l2": l2},
         },
     )
-    trained = LearnedEvaluator(memory, threshold=judge.threshold, idf=shipped.idf, model=judge)
+    trained = LearnedEvaluator(
+        memory, threshold=judge.threshold, idf=shipped.idf, model=judge, stored=shipped.stored
+    )
     left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - started))
     again = compare_judges(
         [TRAINED], pairs, max_seconds=left, evaluators={TRAINED: trained}, **common
