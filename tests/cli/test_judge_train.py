@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import threading
 
 import pytest
 from learned_pairs import sight_pairs
@@ -184,3 +185,50 @@ def test_train_needs_two_questions(tmp_path):
     one = tuple(p for p in sight_pairs() if "Vienna" in p.question)
     with pytest.raises(ConfigError, match="at least two questions"):
         compare_trained(["learned"], one, model="offline", policy=get_policy("general"))
+
+
+def test_ctrl_c_before_training_trains_nothing_and_chooses_nothing():
+    """Stopped while the judges grade (Ctrl-C: the event set), nothing is trained, the figures
+    so far are kept and marked, and no judge is chosen."""
+    cancel = threading.Event()
+    cancel.set()
+    training = compare_trained(
+        ["offline", "learned"],
+        sight_pairs(),
+        model="offline",
+        policy=get_policy("general"),
+        cancel=cancel,
+    )
+    assert training.judge is None and training.after is None and not training.kept
+    assert training.comparison.stopped == "interrupted"
+    assert training.comparison.chosen is None
+    assert "not trained" in training.why
+
+
+def test_stopped_while_grading_the_trained_judge_keeps_nothing_and_chooses_nothing():
+    """The one deadline (or Ctrl-C) covers grading the trained judge too: stopped there (the
+    event set as the first grading's last question is told), the trained judge is not kept and
+    no judge is chosen, though the shipped judges' figures stand."""
+    cancel = threading.Event()
+    questions = len({p.question for p in sight_pairs()})
+    told = []
+
+    def progress(name, asked, total, seconds):
+        told.append((name, asked))
+        if len(told) == questions:  # the learned judge's grading is the first and only one
+            cancel.set()
+
+    training = compare_trained(
+        ["learned"],
+        sight_pairs(),
+        model="offline",
+        policy=get_policy("general"),
+        cancel=cancel,
+        progress=progress,
+    )
+    assert training.judge is not None  # trained: the first grading was complete
+    assert not training.kept and "not kept" in training.why
+    assert training.comparison.stopped == "interrupted"
+    assert training.comparison.chosen is None
+    assert training.comparison.judges == (training.before,)
+    assert len(told) == questions  # the trained judge graded no question
