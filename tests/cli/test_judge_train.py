@@ -99,7 +99,7 @@ def test_training_puts_right_what_the_fit_half_shows_wrong_and_the_run_applies_i
     assert written.record["held_out"]["auc"]["after"] == training["after"]["auc"]
     assert written.record["trained_on"]["questions"] == 8
     printed = figures["judges"][1]
-    assert printed["profile"]["threshold"] == learned.threshold
+    assert printed["profile"]["threshold"] == learned.threshold == written.threshold
     run_f1, run_auc = _held_out(pairs, learned.evaluator())
     assert run_f1 == pytest.approx(printed["held_out_f1"], abs=0.01)
     assert run_auc == pytest.approx(printed["auc"], abs=0.01)

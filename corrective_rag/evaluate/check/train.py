@@ -204,8 +204,10 @@ def compare_trained(
         kept, why = False, "not kept: its held-out F1 does not beat the shipped judge's"
     else:
         kept, why = True, "kept: its held-out F1 beats the shipped judge's"
+    # the file's threshold is the one measured: fitted on the fit half under the run's policy
     judge = replace(
         judge,
+        threshold=after.profile.threshold or judge.threshold,
         record={
             **judge.record,
             "held_out": {
