@@ -140,10 +140,33 @@ def _by_rank(rows: Rows) -> np.ndarray:
     return 1.0 / (1.0 + rows.fused_rank)
 
 
+def _fit_rows(check: Rows, pool: Rows, fit_on: str) -> Rows:
+    """A training collection's pairs to fit on: its check pairs, its pool pairs, or both."""
+    if fit_on == "check":
+        return check
+    if fit_on == "pool":
+        return pool
+    return Rows(
+        check.collection,
+        np.vstack([check.features, pool.features]),
+        np.r_[check.labels, pool.labels],
+        np.r_[check.fused_rank, pool.fused_rank],
+        check.keys + pool.keys,
+        check.questions + pool.questions,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="+", help="BEIR folders (at least two)")
     parser.add_argument("--json", default=None, metavar="FILE")
+    parser.add_argument(
+        "--fit-on",
+        choices=["check", "pool", "both"],
+        default="check",
+        help="the training collections' pairs the layer is fitted on (default: check pairs, as "
+        "scripts/train_judge.py fits the shipped judge)",
+    )
     args = parser.parse_args(argv)
     if len(args.data) < 2:
         raise SystemExit("leave one out needs at least two collections")
@@ -161,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     folds = {}
     for test, held in rows.items():
         train = [r for name, r in rows.items() if name != test]
-        fitted = fit_logistic(train)
+        fitted = fit_logistic([_fit_rows(r, pools[r.collection], args.fit_on) for r in train])
         learned = probabilities(fitted, held.features)
         in_sample = [probabilities(fitted, r.features) for r in train]
         labels = [r.labels for r in train]
@@ -200,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{f['threshold']:7.3f}"
             )
     result = {
+        "fit_on": args.fit_on,
         "commit": commit(),
         "collections": list(rows),
         "folds": folds,

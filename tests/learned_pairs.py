@@ -9,7 +9,13 @@ the held-out half); trained on the fit half it ranks them right.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
 from corrective_rag.evaluate.check.pairs import CheckPair
+from corrective_rag.models.embeddings import SentenceTransformerEmbedder
 from corrective_rag.types import Document
 
 TOPICS = (
@@ -53,3 +59,16 @@ def sight_pairs() -> tuple[CheckPair, ...]:
             document = Document(f"d{i}-{j}", f"{title}\n{text}", {"title": title})
             out.append(CheckPair(question, document, relevant))
     return tuple(out)
+
+
+class Counting:
+    """The real embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.asked: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.asked += texts
+        return self.inner.embed(texts)

@@ -1,7 +1,16 @@
 """``judge-check --pairs FILE --train``: the learned judge fine-tuned on the fit half of a
 user's pairs, measured before and after on the held-out half, kept only when it does better,
 and run as measured: the profile names its file (beside the profile file) and that file's hash
-(issue 47, "judge-check ... --train")."""
+(issue 47, "judge-check ... --train").
+
+Mutation testing (mutmut on evaluate/check/train.py and evaluate/learned_fit.py with this file
+and tests/evaluate/test_learned_fit.py): equivalent survivors, named so that a later run can tell
+them from new ones: the defaults ``call_mode`` (the learned judge's call shape is "offline" in
+every mode) and ``max_workers`` (no calls); the threshold and idf of the evaluators that grade
+(the comparison decides every verdict again at the threshold it fits; idf orders the terms the
+reasoning names); the strictness of the memory's zip (one vector per text by the embedder
+contract); the record's wording past what test_training_puts_right... reads.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +21,9 @@ import os
 import threading
 
 import pytest
-from learned_pairs import sight_pairs
+from learned_pairs import Counting, sight_pairs
 
+from corrective_rag import HybridStore
 from corrective_rag.cli.main import main
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate import JudgeProfile, get_policy
@@ -23,6 +33,8 @@ from corrective_rag.evaluate.check.train import compare_trained
 from corrective_rag.evaluate.learned import read_learned_judge
 from corrective_rag.evaluate.policy import Decision, decide
 from corrective_rag.evaluate.profile import read_profiles, write_profiles
+
+TRAINED_KEYS = ("kind", "base_model", "trained_from", "trained_on", "settings", "held_out")
 
 
 @pytest.fixture(autouse=True)
@@ -96,8 +108,23 @@ def test_training_puts_right_what_the_fit_half_shows_wrong_and_the_run_applies_i
     raw = json.loads(profile.read_text())["models"]["offline"]["judges"]["learned"]
     assert raw["judge_file"] == os.path.basename(learned.judge_file)  # moves with the profile
     written = read_learned_judge(learned.judge_file, sha256=learned.judge_sha256)
-    assert written.record["held_out"]["auc"]["after"] == training["after"]["auc"]
-    assert written.record["trained_on"]["questions"] == 8
+    before, after = training["before"], training["after"]
+    assert {k: written.record[k] for k in TRAINED_KEYS} == {
+        "kind": "logistic",
+        "base_model": read_learned_judge().record["base_model"],
+        "trained_from": "the shipped learned judge",
+        "trained_on": {"source": "p.jsonl", "pairs": training["fit_pairs"], "questions": 8},
+        "settings": {"l2": 1.0},
+        "held_out": {
+            "pairs": figures["held_out_pairs"],
+            "auc": {"before": before["auc"], "after": after["auc"]},
+            "f1": {"before": before["held_out_f1"], "after": after["held_out_f1"]},
+            "keep_all_f1": figures["trivial_f1"],
+            "policy": "general",
+        },
+    }
+    assert training["fit_pairs"] == 40 and training["fit_questions"] == 8
+    assert figures["chosen"] == "learned"  # chosen again among all, the trained judge in place
     printed = figures["judges"][1]
     assert printed["profile"]["threshold"] == learned.threshold == written.threshold
     run_f1, run_auc = _held_out(pairs, learned.evaluator())
@@ -107,19 +134,39 @@ def test_training_puts_right_what_the_fit_half_shows_wrong_and_the_run_applies_i
     assert shipped_f1 < run_f1
 
 
-def test_a_trained_judge_that_does_no_better_is_not_kept(tmp_path):
-    """Labels at random to the words: the trained judge cannot beat the shipped one on the
-    held-out half, so the learned judge's figures stay the shipped judge's."""
-    pairs = tuple(
-        type(p)(p.question, p.document, p.document.id.endswith(("-0", "-4"))) for p in sight_pairs()
-    )
+def test_a_trained_judge_that_does_no_better_is_not_kept():
+    """Started from a judge that ranks these pairs right (the cosine alone) and pulled onto its
+    weights (a pull of 1e12; the bias stays free), the trained judge keeps what the start keeps:
+    its held-out F1 ties the start's, and a tie is not kept."""
+    start = dataclasses.replace(read_learned_judge(), weights=(1.0, 0.0, 0.0, 0.0, 0.0), bias=0.0)
     training = compare_trained(
-        ["learned"], pairs, model="offline", policy=get_policy("general"), l2=1e6
+        ["learned"],
+        sight_pairs(),
+        model="offline",
+        policy=get_policy("general"),
+        l2=1e12,
+        start=start,
     )
     assert training.judge is not None and training.after is not None
-    assert not training.kept, training.why  # pulled onto the shipped weights: no better
-    assert training.comparison.judges[0] == training.before
-    assert "not kept" in training.why
+    assert training.judge.weights == pytest.approx(start.weights, abs=1e-6)
+    assert training.after.refused is None
+    assert training.after.held_out_f1 == training.before.held_out_f1
+    assert training.kept is False
+    assert training.why == "not kept: its held-out F1 does not beat the shipped judge's"
+    assert training.comparison.judges == (training.before,)
+
+
+def test_a_trained_judge_that_may_not_be_chosen_is_not_kept():
+    """Labels that no measure of these documents tells apart (the first and the last document
+    of each question relevant): whatever training does, a judge no better than keeping every
+    document is not kept, and the reason is the comparison's."""
+    pairs = tuple(
+        dataclasses.replace(p, relevant=p.document.id.endswith(("-0", "-4"))) for p in sight_pairs()
+    )
+    training = compare_trained(["learned"], pairs, model="offline", policy=get_policy("general"))
+    assert training.after is not None and training.after.refused is not None
+    assert training.kept is False
+    assert training.why == f"not kept: {training.after.refused}"
 
 
 def test_the_trained_judge_is_refused_when_its_file_changed(tmp_path):
@@ -169,8 +216,11 @@ def test_a_profile_names_a_judge_file_only_for_a_trainable_kind_and_with_its_has
 @pytest.mark.parametrize(
     ("extra", "match"),
     [
-        ([], "--train needs --pairs"),
-        (["--pairs", "PAIRS", "--judges", "offline"], "add learned to --judges"),
+        ([], "--train needs --pairs FILE: your own labelled pairs to train on"),
+        (
+            ["--pairs", "PAIRS", "--judges", "offline"],
+            "--train fine-tunes the learned judge: add learned to --judges",
+        ),
     ],
 )
 def test_train_says_what_it_needs(extra, match, tmp_path, capsys):
@@ -183,7 +233,7 @@ def test_train_says_what_it_needs(extra, match, tmp_path, capsys):
 
 def test_train_needs_two_questions(tmp_path):
     one = tuple(p for p in sight_pairs() if "Vienna" in p.question)
-    with pytest.raises(ConfigError, match="at least two questions"):
+    with pytest.raises(ConfigError, match=r"^--train needs pairs of at least two questions \(it"):
         compare_trained(["learned"], one, model="offline", policy=get_policy("general"))
 
 
@@ -199,10 +249,12 @@ def test_ctrl_c_before_training_trains_nothing_and_chooses_nothing():
         policy=get_policy("general"),
         cancel=cancel,
     )
-    assert training.judge is None and training.after is None and not training.kept
+    assert training.judge is None and training.after is None and training.kept is False
     assert training.comparison.stopped == "interrupted"
     assert training.comparison.chosen is None
-    assert "not trained" in training.why
+    assert training.why == "not trained: the check interrupted"
+    assert training.before is training.comparison.judges[1]
+    assert (training.fit_pairs, training.fit_questions) == (40, 8)
 
 
 def test_stopped_while_grading_the_trained_judge_keeps_nothing_and_chooses_nothing():
@@ -215,20 +267,99 @@ def test_stopped_while_grading_the_trained_judge_keeps_nothing_and_chooses_nothi
 
     def progress(name, asked, total, seconds):
         told.append((name, asked))
-        if len(told) == questions:  # the learned judge's grading is the first and only one
+        if len(told) == 2 * questions:  # the first comparison's two gradings are done
             cancel.set()
 
     training = compare_trained(
-        ["learned"],
+        ["offline", "learned"],
         sight_pairs(),
         model="offline",
         policy=get_policy("general"),
         cancel=cancel,
         progress=progress,
     )
-    assert training.judge is not None  # trained: the first grading was complete
-    assert not training.kept and "not kept" in training.why
+    assert training.judge is not None  # trained: the first comparison was complete
+    assert training.kept is False
+    assert training.why == "not kept: grading the trained judge interrupted"
     assert training.comparison.stopped == "interrupted"
+    assert training.comparison.chosen is None  # the offline judge was chosen before the stop
+    assert training.comparison.judges[1] == training.before
+    assert training.after is not None and training.after.name == "learned"
+    assert (training.fit_pairs, training.fit_questions) == (40, 8)
+    assert len(told) == 2 * questions  # the trained judge graded no question
+
+
+def test_the_fit_half_of_one_kind_trains_nothing():
+    """Every pair relevant: nothing to tell apart, so nothing is trained, and it says why."""
+    pairs = tuple(dataclasses.replace(p, relevant=True) for p in sight_pairs())
+    training = compare_trained(["learned"], pairs, model="offline", policy=get_policy("general"))
+    assert training.judge is None and training.kept is False
+    assert training.why == "not trained: the fit half needs relevant and irrelevant pairs"
+
+
+def test_the_deadline_covers_the_first_grading():
+    """A deadline already spent stops the first grading: nothing is trained."""
+    training = compare_trained(
+        ["learned"], sight_pairs(), model="offline", policy=get_policy("general"), max_seconds=1e-9
+    )
+    assert training.judge is None
+    assert training.comparison.stopped is not None and "deadline" in training.comparison.stopped
+
+
+def test_the_deadline_left_after_training_bounds_the_second_grading(monkeypatch):
+    """The second grading gets what is left of the one deadline: a clock that has run past it
+    by then (the module's clock, read at the start and before the second grading) leaves it
+    nothing, so the trained judge grades no question; the first grading ran under the real
+    clock, with an hour to spare."""
+    from corrective_rag.evaluate.check import train
+
+    readings = iter([0.0, 10_000.0])
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return next(readings)
+
+    monkeypatch.setattr(train, "time", Clock)
+    training = compare_trained(
+        ["learned"], sight_pairs(), model="offline", policy=get_policy("general"), max_seconds=3600
+    )
+    assert training.judge is not None and training.after is None and training.kept is False
+    assert training.why == "not kept: the deadline of 3600 s passed before it graded"
+    assert training.comparison.stopped == "the deadline of 3600 s passed before it graded"
     assert training.comparison.chosen is None
-    assert training.comparison.judges == (training.before,)
-    assert len(told) == questions  # the trained judge graded no question
+
+
+def test_training_starts_from_the_judge_given(embedder):
+    """``start``: the judge compared before and fine-tuned from (its standardisation kept),
+    and the record says so."""
+    start = dataclasses.replace(read_learned_judge(), weights=(1.0, 0.0, 0.0, 0.0, 0.0), bias=0.0)
+    training = compare_trained(
+        ["learned"], sight_pairs(), model="offline", policy=get_policy("general"), start=start
+    )
+    shipped = compare_trained(
+        ["learned"], sight_pairs(), model="offline", policy=get_policy("general")
+    )
+    assert training.before.auc != shipped.before.auc  # the cosine alone ranks these right
+    assert training.before.auc > 0.9
+    assert training.judge is not None and training.judge.mean == start.mean
+    assert training.judge.record["trained_from"] == "a given judge"
+
+
+def test_with_a_store_each_text_is_embedded_once_and_stored_documents_not_at_all(embedder):
+    """With a store (its embedder, idf and vectors, as a run builds the judge), grading,
+    training and grading again embed each question once and no document the store holds as
+    read: the three passes share the vectors."""
+    counting = Counting(embedder)
+    pairs = sight_pairs()
+    documents = list({p.document.id: p.document for p in pairs}.values())
+    with HybridStore.in_memory(embedder=counting) as store:
+        store.add(documents)
+        embedder.clear_cache()
+        counting.asked.clear()
+        training = compare_trained(
+            ["learned"], pairs, model="offline", policy=get_policy("general"), store=store
+        )
+    assert training.kept is True
+    questions = list(dict.fromkeys(p.question for p in pairs))
+    assert sorted(counting.asked[1:]) == sorted(questions)  # [0]: loading the model

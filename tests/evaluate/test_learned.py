@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import pytest
+from learned_pairs import Counting
 
 from corrective_rag import LearnedEvaluator
 from corrective_rag.errors import ConfigError, InputError
@@ -213,19 +212,6 @@ def test_bad_documents_are_an_input_error(judge):
     """A bare document where a sequence of documents belongs is refused."""
     with pytest.raises(InputError):
         judge.evaluate("Which river?", Document("a", "The Danube."))  # type: ignore[arg-type]
-
-
-class Counting:
-    """The real embedder, counting the texts it is asked to embed."""
-
-    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.asked: list[str] = []
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        self.asked += texts
-        return self.inner.embed(texts)
 
 
 def test_a_stores_vectors_give_the_features_of_embedding_again(embedder):

@@ -76,6 +76,23 @@ def test_sample_weights_count_as_repeated_rows():
     assert max(abs(plain.probability(r) - doubled.probability(r)) for r in rows) > 1e-3
 
 
+def test_weights_are_relative_a_zero_weight_drops_a_row_and_a_constant_feature_is_left_alone():
+    """Weights of any size that are alike fit as none (the pull is against the rows' count); a
+    row of weight zero is as if absent, weights summing to less than one are accepted; a feature
+    that never varies keeps a scale of 1 and no weight."""
+    x, labels = _rows(60)
+    plain = fit_judge(x, labels, l2=1.0)
+    assert fit_judge(x, labels, l2=1.0, sample_weight=[3.0] * 60) == plain
+    assert fit_judge(x, labels, l2=1.0, sample_weight=[0.01] * 60) == plain
+    dropped = fit_judge(x[1:], labels[1:], l2=0.0)
+    zeroed = fit_judge(x, labels, l2=0.0, sample_weight=[0.0] + [1.0] * 59)
+    rows = x.tolist()
+    assert max(abs(dropped.probability(r) - zeroed.probability(r)) for r in rows) < 1e-4
+    x[:, 2] = 0.5
+    flat = fit_judge(x, labels)
+    assert (flat.mean[2], flat.scale[2], flat.weights[2]) == (0.5, 1.0, 0.0)
+
+
 def test_the_same_rows_give_the_same_judge_and_it_reads_back_as_written(tmp_path):
     x, labels = _rows()
     first, second = fit_judge(x, labels), fit_judge(x, labels)
@@ -88,14 +105,29 @@ def test_the_same_rows_give_the_same_judge_and_it_reads_back_as_written(tmp_path
     [
         (np.zeros((4, WIDTH - 1)), [True, False] * 2, {}, "features"),
         (np.zeros((0, WIDTH)), [], {}, "features"),
-        (np.full((4, WIDTH), np.nan), [True, False] * 2, {}, "finite"),
-        (np.zeros((4, WIDTH)), [True, False], {}, "labels for"),
-        (np.zeros((4, WIDTH)), [True] * 4, {}, "one kind"),
+        (np.full((4, WIDTH), np.nan), [True, False] * 2, {}, "^fit_judge: a feature row holds a"),
+        (np.zeros((4, WIDTH)), [True, False], {}, "^fit_judge: 2 labels for 4 rows$"),
+        (
+            np.zeros((4, WIDTH)),
+            [True] * 4,
+            {},
+            "^fit_judge needs relevant and irrelevant pairs, not",
+        ),
         (np.zeros((4, WIDTH)), [True, False] * 2, {"l2": -1.0}, "l2"),
-        (np.zeros((4, WIDTH)), [True, False] * 2, {"sample_weight": [1.0]}, "sample_weight"),
+        (np.zeros((4, WIDTH)), [True, False] * 2, {"sample_weight": [1.0]}, "^sample_weight needs"),
         (np.zeros((4, WIDTH)), [True, False] * 2, {"sample_weight": [0.0] * 4}, "sample_weight"),
+        (np.zeros((4, WIDTH)), [True, False] * 2, {"sample_weight": [-1.0, 1, 1, 1]}, "sample_w"),
     ],
 )
 def test_bad_rows_are_refused_in_one_line(x, labels, options, match):
+    """Equivalent survivors of mutmut (named so a later run tells them from new ones): the
+    Newton steps' count (100 or 101: it converges in a few), the dtype of arrays already of
+    floats or bools, the strictness of zips whose lengths the evaluator contract makes equal,
+    ``reshape(-2, ...)`` (any negative size is inferred), a Hessian mutated to another positive
+    definite matrix (damped Newton: the same fixed point, the gradient being exact), the ``1e-9``
+    ridge's size and sign, ``<`` or ``<=`` against the step bound, the placeholder threshold of
+    the judge used only for its probabilities, and the clamp of the threshold into (0, 1) (a
+    guard: the best-F1 threshold is a probability strictly inside it unless a probability
+    rounds to 0 or 1 exactly)."""
     with pytest.raises(ConfigError, match=match):
         fit_judge(x, labels, **options)

@@ -182,7 +182,19 @@ def compare_trained(
     trained = LearnedEvaluator(
         memory, threshold=judge.threshold, idf=shipped.idf, model=judge, stored=shipped.stored
     )
-    left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - started))
+    left = None if max_seconds is None else max_seconds - (time.monotonic() - started)
+    if left is not None and left <= 0:
+        spent = f"the deadline of {max_seconds:g} s passed before it graded"
+        return Training(
+            replace(comparison, stopped=spent, chosen=None),
+            before,
+            None,
+            judge,
+            False,
+            f"not kept: {spent}",
+            len(fit),
+            fit_questions,
+        )
     again = compare_judges(
         [TRAINED], pairs, max_seconds=left, evaluators={TRAINED: trained}, **common
     )
