@@ -6,10 +6,12 @@ and run as measured: the profile names its file (beside the profile file) and th
 Mutation testing (mutmut on evaluate/check/train.py and evaluate/learned_fit.py with this file
 and tests/evaluate/test_learned_fit.py): equivalent survivors, named so that a later run can tell
 them from new ones: the defaults ``call_mode`` (the learned judge's call shape is "offline" in
-every mode) and ``max_workers`` (no calls); the threshold and idf of the evaluators that grade
-(the comparison decides every verdict again at the threshold it fits; idf orders the terms the
-reasoning names); the strictness of the memory's zip (one vector per text by the embedder
-contract); the record's wording past what test_training_puts_right... reads.
+every mode, so ``call_mode=None`` too) and ``max_workers`` (no calls); ``<`` for ``<=`` in the
+tie test (the ``1e-9`` makes an exact tie fall on the same side); the threshold and idf of the
+evaluators that grade (the comparison decides every verdict again at the threshold it fits;
+idf orders the terms the reasoning names); the strictness of the memory's zip (one vector per
+text by the embedder contract); the record's wording past what test_training_puts_right...
+reads.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def test_training_puts_right_what_the_fit_half_shows_wrong_and_the_run_applies_i
     training = figures["training"]
     assert code == 0
     assert training["kept"] is True
+    assert training["why"] == "kept: its held-out F1 beats the shipped judge's"
     assert training["before"]["auc"] < 0.5 < 0.9 < training["after"]["auc"]
     assert training["after"]["held_out_f1"] > training["before"]["held_out_f1"]
     assert [j["profile"]["kind"] for j in figures["judges"]] == ["offline", "learned"]
@@ -306,28 +309,49 @@ def test_the_deadline_covers_the_first_grading():
     assert training.comparison.stopped is not None and "deadline" in training.comparison.stopped
 
 
-def test_the_deadline_left_after_training_bounds_the_second_grading(monkeypatch):
-    """The second grading gets what is left of the one deadline: a clock that has run past it
-    by then (the module's clock, read at the start and before the second grading) leaves it
-    nothing, so the trained judge grades no question; the first grading ran under the real
-    clock, with an hour to spare."""
+class _Clock:
+    """The module's clock, read at the start and before the second grading: fixed readings."""
+
+    def __init__(self, *readings: float) -> None:
+        self.readings = iter(readings)
+
+    def monotonic(self) -> float:
+        return next(self.readings)
+
+
+@pytest.mark.parametrize(
+    ("spent", "why"),
+    [
+        (3600.0, "not kept: the deadline of 3600 s passed before it graded"),
+        (10_000.0, "not kept: the deadline of 3600 s passed before it graded"),
+        (
+            3600.0 - 1e-9,
+            "not kept: grading the trained judge the deadline of 3600 s passed while it graded",
+        ),
+    ],
+)
+def test_the_deadline_left_after_training_bounds_the_second_grading(monkeypatch, spent, why):
+    """The second grading gets what is left of the one deadline, by the module's clock (read at
+    the start and before the second grading; the first grading ran under the real clock with an
+    hour to spare): none left, it does not grade; a nanosecond left, it grades under that and is
+    stopped before its first question. Either way the trained judge is not kept and nothing is
+    chosen, though the offline judge was chosen before."""
     from corrective_rag.evaluate.check import train
 
-    readings = iter([0.0, 10_000.0])
-
-    class Clock:
-        @staticmethod
-        def monotonic() -> float:
-            return next(readings)
-
-    monkeypatch.setattr(train, "time", Clock)
+    monkeypatch.setattr(train, "time", _Clock(0.0, spent))
     training = compare_trained(
-        ["learned"], sight_pairs(), model="offline", policy=get_policy("general"), max_seconds=3600
+        ["offline", "learned"],
+        sight_pairs(),
+        model="offline",
+        policy=get_policy("general"),
+        max_seconds=3600,
     )
-    assert training.judge is not None and training.after is None and training.kept is False
-    assert training.why == "not kept: the deadline of 3600 s passed before it graded"
-    assert training.comparison.stopped == "the deadline of 3600 s passed before it graded"
+    assert training.judge is not None and training.kept is False
+    assert training.why.startswith(why)
+    assert training.comparison.stopped is not None
     assert training.comparison.chosen is None
+    assert training.before is training.comparison.judges[1]
+    assert (training.fit_pairs, training.fit_questions) == (40, 8)
 
 
 def test_training_starts_from_the_judge_given(embedder):
@@ -346,12 +370,19 @@ def test_training_starts_from_the_judge_given(embedder):
     assert training.judge.record["trained_from"] == "a given judge"
 
 
-def test_with_a_store_each_text_is_embedded_once_and_stored_documents_not_at_all(embedder):
+def test_with_a_store_each_text_is_embedded_once_and_stored_documents_not_at_all(
+    embedder, monkeypatch
+):
     """With a store (its embedder, idf and vectors, as a run builds the judge), grading,
     training and grading again embed each question once and no document the store holds as
     read: the three passes share the vectors."""
     counting = Counting(embedder)
     pairs = sight_pairs()
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("a judge fell back to the default embedder, not the store's")
+
+    monkeypatch.setattr("corrective_rag.models.embeddings.SentenceTransformerEmbedder", fallback)
     documents = list({p.document.id: p.document for p in pairs}.values())
     with HybridStore.in_memory(embedder=counting) as store:
         store.add(documents)

@@ -200,13 +200,19 @@ def compare_trained(
     )
     after = again.judges[0]
     if again.stopped is not None:
+        # the user's deadline, not what was left of it, is the one to name
+        stopped = (
+            again.stopped
+            if again.stopped == "interrupted"
+            else f"the deadline of {max_seconds:g} s passed while it graded"
+        )
         return Training(
-            replace(comparison, stopped=again.stopped, chosen=None),
+            replace(comparison, stopped=stopped, chosen=None),
             before,
             after,
             judge,
             False,
-            f"not kept: grading the trained judge {again.stopped}",
+            f"not kept: grading the trained judge {stopped}",
             len(fit),
             fit_questions,
         )
