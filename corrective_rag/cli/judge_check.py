@@ -475,7 +475,8 @@ def render_training(training: Any) -> str:
 
     head = (
         f"trained: the learned judge on {training.fit_pairs} pairs of "
-        f"{training.fit_questions} questions (the fit half)"
+        f"{training.fit_questions} question{'' if training.fit_questions == 1 else 's'} "
+        "(the fit half)"
     )
     before, after = training.before, training.after
     if after is None:

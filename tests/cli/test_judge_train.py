@@ -231,7 +231,7 @@ def test_train_says_what_it_needs(extra, match, tmp_path, capsys):
     args = [a.replace("PAIRS", pairs) for a in extra]
     code = main(["judge-check", "--train", "--calibration", str(tmp_path / "p.json"), *args])
     assert code == 2
-    assert match in capsys.readouterr().err
+    assert f"error: {match}\n" in capsys.readouterr().err
 
 
 def test_train_needs_two_questions(tmp_path):
@@ -394,3 +394,45 @@ def test_with_a_store_each_text_is_embedded_once_and_stored_documents_not_at_all
     assert training.kept is True
     questions = list(dict.fromkeys(p.question for p in pairs))
     assert sorted(counting.asked[1:]) == sorted(questions)  # [0]: loading the model
+
+
+def test_too_few_questions_to_train_on_train_nothing_and_say_how_many_are_needed(tmp_path, capsys):
+    """Four questions (two to train on): the judges are compared, nothing is trained, and the
+    line says how many questions --train needs."""
+    few = [p for p in sight_pairs() if p.question in {q.question for q in sight_pairs()[:20]}]
+    code = main(
+        [
+            "judge-check",
+            "--pairs",
+            _write(few, tmp_path / "p.jsonl"),
+            "--train",
+            "--calibration",
+            str(tmp_path / "profile.json"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code in (0, 1)
+    assert (
+        "trained: the learned judge on 10 pairs of 2 questions (the fit half); not trained: 2 "
+        "of the questions to train on, fewer than 5; give pairs of at least 10 questions"
+    ) in out
+    assert not list(tmp_path.glob("*.learned-*.json"))
+
+
+def test_progress_names_the_trained_judges_grading():
+    """The second grading is told as the trained judge's, so the two are told apart; pairs
+    given without a source are recorded as the built-in ones are."""
+    told = []
+    training = compare_trained(
+        ["learned"],
+        sight_pairs(),
+        model="offline",
+        policy=get_policy("general"),
+        progress=lambda name, asked, total, seconds: told.append((name, asked, total)),
+    )
+    questions = len({p.question for p in sight_pairs()})
+    assert told[:1] == [("learned", 1, questions)]
+    assert told == [("learned", i, questions) for i in range(1, questions + 1)] + [
+        ("trained learned", i, questions) for i in range(1, questions + 1)
+    ]
+    assert training.comparison.judges[0].profile.measured.source == "built-in"

@@ -41,9 +41,12 @@ from corrective_rag.evaluate.policy import FilterPolicy
 from corrective_rag.evaluate.profile import JudgeProfile
 from corrective_rag.protocols import ChatModel
 
-__all__ = ["Training", "compare_trained"]
+__all__ = ["MIN_FIT_QUESTIONS", "Training", "compare_trained"]
 
 TRAINED = "learned"  # the kind --train fine-tunes
+# Fewer questions than this in the fit half train nothing: six numbers fitted on a question or
+# two follow its quirks, and the held-out half would be as small.
+MIN_FIT_QUESTIONS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,12 @@ def compare_trained(
 
     if comparison.stopped is not None:
         return untrained(f"not trained: the check {comparison.stopped}")
+    if fit_questions < MIN_FIT_QUESTIONS:
+        return untrained(
+            f"not trained: {fit_questions} of the questions to train on, fewer than "
+            f"{MIN_FIT_QUESTIONS}; give pairs of at least {2 * MIN_FIT_QUESTIONS} questions "
+            "(half are held out to measure it)"
+        )
     rows, labels = question_features(shipped, pairs, fit)
     if all(labels) or not any(labels):
         return untrained("not trained: the fit half needs relevant and irrelevant pairs")
@@ -195,8 +204,18 @@ def compare_trained(
             len(fit),
             fit_questions,
         )
+    told = progress
+
+    def renamed(name: str, asked: int, questions: int, seconds: float) -> None:
+        if told is not None:
+            told(f"trained {name}", asked, questions, seconds)
+
     again = compare_judges(
-        [TRAINED], pairs, max_seconds=left, evaluators={TRAINED: trained}, **common
+        [TRAINED],
+        pairs,
+        max_seconds=left,
+        evaluators={TRAINED: trained},
+        **{**common, "progress": renamed},
     )
     after = again.judges[0]
     if again.stopped is not None:
