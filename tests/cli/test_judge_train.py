@@ -413,8 +413,8 @@ def test_too_few_questions_to_train_on_train_nothing_and_say_how_many_are_needed
     out = capsys.readouterr().out
     assert code in (0, 1)
     assert (
-        "trained: the learned judge on 10 pairs of 2 questions (the fit half); not trained: 2 "
-        "of the questions to train on, fewer than 5; give pairs of at least 10 questions"
+        "trained: the learned judge on 10 pairs of 2 questions (the fit half); not trained: the "
+        "fit half holds 2 of the questions, fewer than 5; give pairs of at least 10 questions"
     ) in out
     assert not list(tmp_path.glob("*.learned-*.json"))
 

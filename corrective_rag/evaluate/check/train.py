@@ -170,7 +170,7 @@ def compare_trained(
         return untrained(f"not trained: the check {comparison.stopped}")
     if fit_questions < MIN_FIT_QUESTIONS:
         return untrained(
-            f"not trained: {fit_questions} of the questions to train on, fewer than "
+            f"not trained: the fit half holds {fit_questions} of the questions, fewer than "
             f"{MIN_FIT_QUESTIONS}; give pairs of at least {2 * MIN_FIT_QUESTIONS} questions "
             "(half are held out to measure it)"
         )
