@@ -11,7 +11,11 @@ tie test (the ``1e-9`` makes an exact tie fall on the same side); the threshold 
 evaluators that grade (the comparison decides every verdict again at the threshold it fits;
 idf orders the terms the reasoning names); the strictness of the memory's zip (one vector per
 text by the embedder contract); the record's wording past what test_training_puts_right...
-reads.
+reads. On evaluate/kinds.py and evaluate/profile.py (with tests/evaluate/test_profile.py):
+``cast(None, ...)`` (a no-op at run time); the learned builder reading the shipped file eagerly
+when no file is named (the same judge); the message of a kind "not part of this version" (no
+such kind exists); ``continue`` for ``break`` after the last field checked; the file's name in
+messages this selection does not read (tests/cli/test_judge_compare.py reads them).
 """
 
 from __future__ import annotations
@@ -436,3 +440,25 @@ def test_progress_names_the_trained_judges_grading():
         ("trained learned", i, questions) for i in range(1, questions + 1)
     ]
     assert training.comparison.judges[0].profile.measured.source == "built-in"
+
+
+def test_a_trained_profile_built_with_a_store_runs_its_file_and_threshold(embedder, tmp_path):
+    """As ``run --store`` builds it (the store's embedder, idf and vectors): the judge is the
+    profile's file, decided at the profile's threshold, not the shipped weights."""
+    trained = dataclasses.replace(
+        read_learned_judge(), weights=(1.0, 0.0, 0.0, 0.0, 0.0), bias=0.25, threshold=0.61
+    )
+    text = json.dumps(trained.file_record())
+    path = tmp_path / "profile.learned-0.json"
+    path.write_text(text, encoding="utf-8")
+    profile = dataclasses.replace(
+        JudgeProfile.of("learned", model="offline", threshold=0.37),
+        judge_file=str(path),
+        judge_sha256=hashlib.sha256(text.encode()).hexdigest(),
+    )
+    with HybridStore.in_memory(embedder=embedder) as store:
+        store.add([p.document for p in sight_pairs()[:5]])
+        judge = profile.evaluator(store=store)
+        assert (judge.judge.weights, judge.judge.bias) == (trained.weights, trained.bias)
+        assert judge.threshold == 0.37
+        assert judge.stored is not None and judge.idf is not None
