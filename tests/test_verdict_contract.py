@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from corrective_rag.evaluate.cache import VerdictCache
@@ -108,6 +108,12 @@ verdicts = st.builds(
 )
 
 
+@example(
+    [Verdict("d", False, Relevance.HIGH, 0.0, 0.0)]
+    + [Verdict("d", True, Relevance.HIGH, 0.0, 1.0)] * 3,
+    4,
+    True,
+)  # found by the search: three sure keeps and one that does not say relevant, of four needed
 @given(st.lists(verdicts, max_size=6), st.integers(1, 4), st.booleans())
 def test_enough_relevant_only_with_min_relevant_keeps_as_sure_as_the_policy_asks(
     kept: list[Verdict], min_relevant: int, stalled: bool
@@ -128,7 +134,10 @@ def test_enough_relevant_only_with_min_relevant_keeps_as_sure_as_the_policy_asks
         assert rule is not None and rule[0] is StopReason.ENOUGH_RELEVANT
     if rule is not None and rule[0] is StopReason.KEPT_UNCONFIDENT:
         assert stalled and min_relevant <= len(kept)
-        assert total < min_relevant * policy.stop_confidence
+        # short of confidence, or of keeps that say relevant, and the reason says which
+        short = total < min_relevant * policy.stop_confidence
+        assert short or len(relevant) < min_relevant
+        assert ("say relevant" in rule[1]) == (len(relevant) < min_relevant)
 
 
 def test_many_less_sure_keeps_stop_as_few_sure_ones_do() -> None:

@@ -210,8 +210,14 @@ def _unconfident(
     *,
     full: bool,
 ) -> str:
+    relevant = sum(bool(v.relevant) for v in kept)
     if missing:
         why = f"{len(kept)} kept, every one missing {', '.join(sorted(missing))}"
+    elif relevant < policy.min_relevant:  # kept verdicts that do not say relevant
+        why = (
+            f"{len(kept)} kept >= min_relevant {policy.min_relevant}, but only {relevant} of "
+            "them say relevant"
+        )
     else:
         why = (
             f"{len(kept)} kept >= min_relevant {policy.min_relevant}, but their confidences "
