@@ -38,7 +38,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from benchmarks.beir import load_collection  # noqa: E402
-from corrective_rag.evaluate.learned import LEARNED_FEATURES, LearnedEvaluator  # noqa: E402
+from corrective_rag.evaluate.learned import (  # noqa: E402
+    LEARNED_FEATURES,
+    LearnedEvaluator,
+    parse_learned_judge,
+)
 from corrective_rag.evaluate.learned_fit import L2, fit_judge  # noqa: E402
 from corrective_rag.text import tokenize  # noqa: E402
 from corrective_rag.types import Document  # noqa: E402
@@ -245,11 +249,9 @@ def fit_logistic(parts: Sequence[Rows], l2: float = L2) -> dict[str, Any]:
 
 
 def probabilities(fitted: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    """The fitted layer's probabilities for feature rows ``x``."""
-    z = fitted["bias"] + ((x - np.asarray(fitted["mean"])) / np.asarray(fitted["scale"])) @ (
-        np.asarray(fitted["weights"])
-    )
-    return 1.0 / (1.0 + np.exp(-z))
+    """The fitted layer's probabilities for feature rows ``x``, by the run's own judge."""
+    judge = parse_learned_judge(fitted, "fitted")
+    return np.asarray([judge.probability(row) for row in x.tolist()], dtype=np.float64)
 
 
 def judge_with_cache() -> LearnedEvaluator:

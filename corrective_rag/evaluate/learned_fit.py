@@ -16,6 +16,7 @@ in one call (the gaps compare a call's documents), as ``judge-check`` grades the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -97,13 +98,12 @@ def fit_judge(
         tuple(round(float(v), _DECIMALS) for v in scale),
         tuple(round(float(v), _DECIMALS) for v in beta[:-1]),
         round(float(beta[-1]), _DECIMALS),
-        0.5,
+        0.5,  # until fitted below: the probabilities do not read it
     )
     scores = [judge.probability(row) for row in rows.tolist()]
     threshold = round(float(fit_threshold(scores, [bool(v) for v in y])), _DECIMALS)
     # a threshold at an end of (0, 1) is no judge file's: keep it strictly inside
-    threshold = min(max(threshold, 10.0**-_DECIMALS), 1 - 10.0**-_DECIMALS)
-    return LearnedJudge(judge.mean, judge.scale, judge.weights, judge.bias, threshold)
+    return replace(judge, threshold=min(max(threshold, 10.0**-_DECIMALS), 1 - 10.0**-_DECIMALS))
 
 
 def question_features(

@@ -17,6 +17,7 @@ covers the whole: grading, training and grading again.
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from corrective_rag._version import __version__
 from corrective_rag.errors import ConfigError
 from corrective_rag.evaluate.check.compare import (
     Comparison,
@@ -59,7 +61,8 @@ class Training:
         before: the shipped learned judge's held-out figures.
         after: the trained judge's held-out figures (``None``: it was not trained: the grading
             stopped, or the fit half lacked a relevant or an irrelevant pair).
-        judge: the trained judge (its record says what it was trained on), or ``None``.
+        judge: the trained judge (its record says what it was trained on, when, by which
+            version: what its judge file holds), or ``None``.
         kept: whether the trained judge took the learned judge's place.
         why: one line on what happened to the trained judge.
         fit_pairs: pairs it was trained on (the fit half).
@@ -163,25 +166,36 @@ def compare_trained(
     before = next(f for f in comparison.judges if f.name == TRAINED)
     fit_questions = len({pairs[i].question for i in fit})
 
-    def untrained(why: str) -> Training:
-        return Training(comparison, before, None, None, False, why, len(fit), fit_questions)
+    def ended(
+        why: str,
+        *,
+        judge: LearnedJudge | None = None,
+        after: JudgeFigures | None = None,
+        stopped: str | None = None,
+    ) -> Training:
+        """Nothing kept: the comparison as it stands (stopped: with nothing chosen)."""
+        final = comparison if stopped is None else replace(comparison, stopped=stopped, chosen=None)
+        return Training(final, before, after, judge, False, why, len(fit), fit_questions)
 
     if comparison.stopped is not None:
-        return untrained(f"not trained: the check {comparison.stopped}")
+        return ended(f"not trained: the check {comparison.stopped}")
     if fit_questions < MIN_FIT_QUESTIONS:
-        return untrained(
+        return ended(
             f"not trained: the fit half holds {fit_questions} of the questions, fewer than "
             f"{MIN_FIT_QUESTIONS}; give pairs of at least {2 * MIN_FIT_QUESTIONS} questions "
             "(half are held out to measure it)"
         )
     rows, labels = question_features(shipped, pairs, fit)
     if all(labels) or not any(labels):
-        return untrained("not trained: the fit half needs relevant and irrelevant pairs")
+        return ended("not trained: the fit half needs relevant and irrelevant pairs")
     fitted = fit_judge(rows, labels, l2=l2, start=shipped.judge)
     judge = replace(
         fitted,
         record={
+            "format": 1,
             "kind": "logistic",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "version": __version__,
             "base_model": shipped.judge.record.get("base_model"),
             "trained_from": "the shipped learned judge" if start is None else "a given judge",
             "trained_on": {"source": source, "pairs": len(fit), "questions": fit_questions},
@@ -194,16 +208,7 @@ def compare_trained(
     left = None if max_seconds is None else max_seconds - (time.monotonic() - started)
     if left is not None and left <= 0:
         spent = f"the deadline of {max_seconds:g} s passed before it graded"
-        return Training(
-            replace(comparison, stopped=spent, chosen=None),
-            before,
-            None,
-            judge,
-            False,
-            f"not kept: {spent}",
-            len(fit),
-            fit_questions,
-        )
+        return ended(f"not kept: {spent}", judge=judge, stopped=spent)
     told = progress
 
     def renamed(name: str, asked: int, questions: int, seconds: float) -> None:
@@ -225,15 +230,11 @@ def compare_trained(
             if again.stopped == "interrupted"
             else f"the deadline of {max_seconds:g} s passed while it graded"
         )
-        return Training(
-            replace(comparison, stopped=stopped, chosen=None),
-            before,
-            after,
-            judge,
-            False,
+        return ended(
             f"not kept: grading the trained judge {stopped}",
-            len(fit),
-            fit_questions,
+            judge=judge,
+            after=after,
+            stopped=stopped,
         )
     if after.refused is not None:
         kept, why = False, f"not kept: {after.refused}"
